@@ -1,0 +1,471 @@
+"""The fast engine: numba plays a range of deals for a list of cells in one pass.
+
+Each deal is shuffled once; every cell plays that same deal (common random numbers), and
+cells with the same deal order share the standard chain up to its first death, where the
+rescue variants branch off. The rules are those of `pipeline.rules` and the deal scheme that
+of `pipeline.deals`; the tests compare this kernel with the reference engine deal by deal.
+
+Arrays, described once:
+
+- ``ranks``: the shuffled deck as ranks (uint8[52], position 0 dealt first). Only ranks matter
+  to play, and shuffling the ranks of the ordered deck gives the ranks of the shuffled cards.
+- ``piles``: uint8[13 * 4]; pile q's cards at ``q * 4 + k``, k = 0 its top.
+- ``taken``: uint8[13], cards taken into hand from each pile so far; a pile is empty at 4
+  (a king that `one_swap` tucks under a pile is tracked apart, see `rescue_chain`).
+- Unsigned element types matter: an unsigned index spares numba's negative-index fix-up on
+  the chain's critical path.
+- Results: int8 arrays shaped (cells, deals), see `RESULT_FIELDS`.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from pipeline import deals, rules
+from pipeline.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
+
+# Result arrays, name -> meaning; all int8, shaped (cells, deals).
+RESULT_FIELDS = {
+    "won": "1 if every card was turned",
+    "cards_turned": "cards taken into hand over the whole deal",
+    "down_at_stop": "face-down cards when the chain first died",
+    "rescue_pile": "hour 1..12 of the rescue, 0 if none",
+    "hint_num": "the hint's chance for the rescue pile, numerator (0 with no rescue)",
+    "hint_den": "... and denominator (0 with no rescue)",
+    "restarts": "play_out restarts, -1 for other variants",
+    "stray_deaths": "deaths not where the rules predict (first at the centre, later ones at "
+    "their restart pile): play_out only, -1 elsewhere",
+}
+
+_VARIANT = {name: i for i, name in enumerate(rules.VARIANTS)}
+_STRATEGY = {name: i for i, name in enumerate(rules.STRATEGIES)}
+STANDARD, WATCH, ONE_SWAP, EXCHANGE, PLAY_OUT = (
+    _VARIANT[v] for v in ("standard", "watch", "one_swap", "exchange", "play_out")
+)
+CLOCKWISE, RANDOM, MOST, FEWEST, INFORMED, ORACLE = (
+    _STRATEGY[s] for s in ("clockwise", "random", "most", "fewest", "informed", "oracle")
+)
+FINALE_UP = rules.FINALES.index("up")
+DEPTH_TOP = rules.DEPTHS.index("top")
+
+# Rescue modes: how the rescue changes the piles. Cells of one mode share continuations.
+MODE_WATCH, MODE_ONE_SWAP, MODE_EXCHANGE_BOTTOM, MODE_EXCHANGE_TOP = range(4)
+N_MODES = 4
+
+# Where each pile's cards sit in the dealt deck, per order: POSITIONS[order, q * 4 + k].
+POSITIONS = np.array(
+    [
+        [rules.deal_position(order, q, k) for q in range(N_PILES) for k in range(PILE_SIZE)]
+        for order in rules.ORDERS
+    ],
+    dtype=np.int64,
+)
+
+# The shuffle's batches (from `deals`, the one definition): flat ranges, batch bounds, and
+# per batch Lemire's rejection threshold 2**32 mod product.
+_BATCHES = deals.SHUFFLE_BATCHES
+N_BATCHES = len(_BATCHES)
+BATCH_RANGES = np.array([n for batch in _BATCHES for n in batch], dtype=np.uint64)
+BATCH_ENDS = np.cumsum([len(batch) for batch in _BATCHES]).astype(np.int64)
+BATCH_THRESHOLDS = np.array(
+    [deals.WORD_LIMIT % int(np.prod(b, dtype=object)) for b in _BATCHES], dtype=np.uint64
+)
+# Philox blocks computed up front for a shuffle: enough words for every batch plus a spare.
+SHUFFLE_BLOCKS = (N_BATCHES + 3) // 4
+
+M32 = np.uint64(0xFFFFFFFF)
+PHILOX_M0 = np.uint64(deals.PHILOX_M0)
+PHILOX_M1 = np.uint64(deals.PHILOX_M1)
+PHILOX_W0 = np.uint64(deals.PHILOX_W0)
+PHILOX_W1 = np.uint64(deals.PHILOX_W1)
+STREAM_DEAL = np.uint64(deals.STREAM_DEAL)
+STREAM_STRATEGY = np.uint64(deals.STREAM_STRATEGY)
+U32 = np.uint64(32)
+
+
+@nb.njit(cache=True, inline="always")
+def philox_block(seed, deal, block, stream, words, at):
+    """Philox4x32-10 of counter (deal lo, deal hi, block, stream), key = seed, into words[at:at+4]."""
+    c0 = deal & M32
+    c1 = deal >> U32
+    c2 = block
+    c3 = stream
+    k0 = seed & M32
+    k1 = seed >> U32
+    for _ in range(deals.PHILOX_ROUNDS):
+        p0 = PHILOX_M0 * c0
+        p1 = PHILOX_M1 * c2
+        c0 = (p1 >> U32) ^ c1 ^ k0
+        c1 = p1 & M32
+        c2 = (p0 >> U32) ^ c3 ^ k1
+        c3 = p0 & M32
+        k0 = (k0 + PHILOX_W0) & M32
+        k1 = (k1 + PHILOX_W1) & M32
+    words[at] = c0
+    words[at + 1] = c1
+    words[at + 2] = c2
+    words[at + 3] = c3
+
+
+@nb.njit(cache=True)
+def word_at(seed, deal, stream, index, block_words):
+    """The stream's 32-bit word number ``index`` (``block_words``: scratch uint64[4])."""
+    philox_block(seed, deal, np.uint64(index >> 2), stream, block_words, 0)
+    return block_words[index & 3]
+
+
+@nb.njit(cache=True, inline="always")
+def decode_batch(word, start, end, draws):
+    """Lemire digits of one word for ranges start..end-1 into ``draws``; gives the leftover."""
+    leftover = word
+    for r in range(start, end):
+        scaled = leftover * BATCH_RANGES[r]
+        draws[r] = scaled >> U32
+        leftover = scaled & M32
+    return leftover
+
+
+@nb.njit(cache=True)
+def shuffle_ranks(seed, deal, ranks, words, draws):
+    """Fill ``ranks`` with the deal's shuffled deck, as ranks: the `deals` scheme.
+
+    ``words`` (uint64[4 * SHUFFLE_BLOCKS + 4]) and ``draws`` (uint64[52]) are scratch.
+    """
+    for b in range(SHUFFLE_BLOCKS):
+        philox_block(seed, deal, np.uint64(b), STREAM_DEAL, words, 4 * b)
+    # Fast path: every batch takes the next word. The batches are independent, so the CPU
+    # overlaps their multiply chains; a rejection (a few deals in a hundred) redoes the
+    # decode in strict order.
+    rejected = False
+    start = 0
+    for b in range(N_BATCHES):
+        if decode_batch(words[b], start, BATCH_ENDS[b], draws) < BATCH_THRESHOLDS[b]:
+            rejected = True
+        start = BATCH_ENDS[b]
+    if rejected:
+        next_word = 0
+        start = 0
+        for b in range(N_BATCHES):
+            while True:
+                if next_word < 4 * SHUFFLE_BLOCKS:
+                    word = words[next_word]
+                else:
+                    word = word_at(seed, deal, STREAM_DEAL, next_word, words[4 * SHUFFLE_BLOCKS:])
+                next_word += 1
+                if decode_batch(word, start, BATCH_ENDS[b], draws) >= BATCH_THRESHOLDS[b]:
+                    break
+            start = BATCH_ENDS[b]
+    for i in range(N_CARDS):
+        ranks[i] = i >> 2
+    # Fisher-Yates: draw r swaps position 51 - r with a position at or below it.
+    for r in range(N_CARDS - 1):
+        i = N_CARDS - 1 - r
+        j = draws[r]
+        swap = ranks[i]
+        ranks[i] = ranks[j]
+        ranks[j] = swap
+
+
+@nb.njit(cache=True)
+def strategy_draw(seed, deal, n, block_words):
+    """The `random` strategy's draw in [0, n), from its own stream (as `deals.strategy_draw`)."""
+    n64 = np.uint64(n)
+    threshold = np.uint64(deals.WORD_LIMIT) % n64
+    index = 0
+    while True:
+        scaled = word_at(seed, deal, STREAM_STRATEGY, index, block_words) * n64
+        index += 1
+        if scaled & M32 >= threshold:
+            return np.int64(scaled >> U32)
+
+
+@nb.njit(cache=True, inline="always")
+def standard_chain(piles, taken):
+    """Standard play from the centre's top card: (cards turned, pile of death).
+
+    The hot loop of every sweep: in standard play only the centre can run out, but the test
+    is the general one (the pile is empty), so the harness can check where it died.
+    """
+    taken[CENTRE] = 1
+    card = piles[CENTRE * PILE_SIZE]
+    turned = 1
+    while True:
+        slot = taken[card]
+        if slot == PILE_SIZE:
+            return turned, card
+        taken[card] = slot + 1
+        turned += 1
+        card = piles[card * PILE_SIZE + slot]
+
+
+@nb.njit(cache=True)
+def rescue_chain(piles, taken, card, turned, swap_pile, swap_slot, tucked_pile):
+    """Deliver ``card`` and keep taking until a pile is empty: (cards turned, pile of death).
+
+    The card at (swap_pile, swap_slot) reads as a king (where `exchange` put the fourth king);
+    ``tucked_pile`` holds the king `one_swap` tucked under it, below its four cards.
+    """
+    while True:
+        pile = card
+        slot = taken[pile]
+        if slot == PILE_SIZE:
+            if pile != tucked_pile:
+                return turned, pile
+            tucked_pile = -1  # the tucked king comes up; the pile is empty after it
+            turned += 1
+            card = KING
+            continue
+        taken[pile] = slot + 1
+        turned += 1
+        if pile == swap_pile and slot == swap_slot:
+            card = KING
+        else:
+            card = piles[pile * PILE_SIZE + slot]
+
+
+@nb.njit(cache=True)
+def watch_winners(bottom_home, down, is_winner):
+    """Mark the hour piles from which a `watch` rescue wins; gives the first, or -1.
+
+    The bottom cards of the piles that hold cards form a functional graph (each points at its
+    home, which still holds cards since a card of its rank is still down). Every pile leads
+    to p, with p's own pointer dropped, exactly when the graph is one component and p lies on
+    its cycle. This is `rules.bottoms_reach` for every p at once, and a different route to
+    the same answer, which the tests hold to the reference engine.
+    """
+    first = -1
+    for q in range(N_PILES):
+        is_winner[q] = False
+    start = -1
+    n_holding = 0
+    for q in range(N_HOURS):
+        if down[q] > 0:
+            n_holding += 1
+            if start < 0:
+                start = q
+    if start < 0:
+        return -1
+    # Walk 13 steps to be on the cycle, then mark the cycle.
+    pile = start
+    for _ in range(N_PILES):
+        pile = bottom_home[pile]
+    cycle_start = pile
+    n_cycle = 0
+    while True:
+        is_winner[pile] = True
+        n_cycle += 1
+        pile = bottom_home[pile]
+        if pile == cycle_start:
+            break
+    # One component: every holding pile reaches the cycle.
+    for q in range(N_HOURS):
+        if down[q] > 0 and not is_winner[q]:
+            pile = q
+            steps = 0
+            while not is_winner[pile] and steps < N_PILES:
+                pile = bottom_home[pile]
+                steps += 1
+            if not is_winner[pile]:
+                for r in range(N_PILES):
+                    is_winner[r] = False
+                return -1
+    for q in range(N_HOURS):
+        if is_winner[q]:
+            return q
+    return first
+
+
+@nb.njit(cache=True)
+def play_cells(seed, first, count, cell_codes, out):
+    """Play deals first .. first+count-1 under every cell; fill ``out`` (fields x cells x deals).
+
+    ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`.
+    """
+    n_cells = cell_codes.shape[0]
+    ranks = np.empty(N_CARDS, dtype=np.uint8)
+    words = np.empty(4 * SHUFFLE_BLOCKS + 4, dtype=np.uint64)
+    draws = np.empty(N_CARDS, dtype=np.uint64)
+    piles = np.empty(N_PILES * PILE_SIZE, dtype=np.uint8)
+    taken = np.zeros(N_PILES, dtype=np.uint8)
+    scratch = np.zeros(N_PILES, dtype=np.uint8)
+    down = np.zeros(N_PILES, dtype=np.int64)
+    bottom_home = np.zeros(N_PILES, dtype=np.int64)
+    is_winner = np.zeros(N_PILES, dtype=np.bool_)
+    # Per deal and order: each rescue mode's continuation from each pile, computed once.
+    memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
+    memo_deal = np.full((N_MODES, N_HOURS), -1, dtype=np.int64)
+    n_orders = POSITIONS.shape[0]
+    uses_order = np.zeros(n_orders, dtype=np.bool_)
+    uses_random = needs_winners = any_rescue = False
+    for c in range(n_cells):
+        uses_order[cell_codes[c, 3]] = True
+        uses_random |= cell_codes[c, 1] == RANDOM
+        any_rescue |= cell_codes[c, 0] != STANDARD
+        # informed and oracle choose winners; under face-up finales the hint is a verdict.
+        needs_winners |= cell_codes[c, 1] >= INFORMED or (
+            cell_codes[c, 1] >= 0 and cell_codes[c, 2] == FINALE_UP
+        )
+    stamp = 0  # identifies (deal, order) in the memo
+
+    for d in range(count):
+        deal = first + np.uint64(d)
+        shuffle_ranks(seed, deal, ranks, words, draws)
+        for order in range(n_orders):
+            if not uses_order[order]:
+                continue
+            stamp += 1
+            for k in range(N_PILES * PILE_SIZE):
+                piles[k] = ranks[POSITIONS[order, k]]
+            for q in range(N_PILES):
+                taken[q] = 0
+            # The standard chain, shared by every cell of this order up to its first death.
+            turned, death = standard_chain(piles, taken)
+            down_at_stop = N_CARDS - turned
+
+            clockwise = most = fewest = random_pile = first_winner = -1
+            if any_rescue and down_at_stop > 0:
+                n_eligible = 0
+                for q in range(N_PILES):
+                    down[q] = PILE_SIZE - taken[q]
+                    bottom_home[q] = piles[q * PILE_SIZE + PILE_SIZE - 1] if down[q] > 0 else q
+                    if q < N_HOURS and down[q] > 0:
+                        n_eligible += 1
+                        if clockwise < 0:
+                            clockwise = q
+                        if most < 0 or down[q] > down[most]:
+                            most = q
+                        if fewest < 0 or down[q] < down[fewest]:
+                            fewest = q
+                if uses_random:
+                    pick = strategy_draw(seed, deal, n_eligible, words[4 * SHUFFLE_BLOCKS :])
+                    for q in range(N_HOURS):
+                        if down[q] > 0:
+                            if pick == 0:
+                                random_pile = q
+                                break
+                            pick -= 1
+                if needs_winners:
+                    first_winner = watch_winners(bottom_home, down, is_winner)
+
+            for c in range(n_cells):
+                if cell_codes[c, 3] != order:
+                    continue
+                variant = cell_codes[c, 0]
+                out[0, c, d] = down_at_stop == 0
+                out[1, c, d] = turned
+                out[2, c, d] = down_at_stop
+                out[3, c, d] = 0
+                out[4, c, d] = 0
+                out[5, c, d] = 0
+                out[6, c, d] = -1
+                out[7, c, d] = -1
+                if variant == PLAY_OUT:
+                    restarts, stray = play_out(piles, taken, scratch, down_at_stop)
+                    out[1, c, d] = N_CARDS
+                    out[6, c, d] = restarts
+                    out[7, c, d] = stray + (death != CENTRE)
+                if variant == STANDARD or variant == PLAY_OUT or down_at_stop == 0:
+                    continue
+
+                # A rescue variant: pick the pile, then play (or recall) its continuation.
+                strategy = cell_codes[c, 1]
+                if variant == WATCH:
+                    mode = MODE_WATCH
+                elif variant == ONE_SWAP:
+                    mode = MODE_ONE_SWAP
+                elif cell_codes[c, 4] == DEPTH_TOP:
+                    mode = MODE_EXCHANGE_TOP
+                else:
+                    mode = MODE_EXCHANGE_BOTTOM
+                if strategy == CLOCKWISE:
+                    pile = clockwise
+                elif strategy == RANDOM:
+                    pile = random_pile
+                elif strategy == MOST:
+                    pile = most
+                elif strategy == FEWEST:
+                    pile = fewest
+                elif mode != MODE_EXCHANGE_TOP:
+                    # informed / oracle: watch, one_swap and exchange at the bottom all win
+                    # from the same piles (the king ends up below the rescue pile's cards).
+                    pile = first_winner if first_winner >= 0 else most
+                else:
+                    # At the top, the king comes back at the pile's next turn: only a pile
+                    # with one card left can win.
+                    pile = most
+                    for q in range(N_HOURS):
+                        if is_winner[q] and down[q] == 1:
+                            pile = q
+                            break
+                wins_here = is_winner[pile] and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
+
+                if memo_deal[mode, pile] != stamp:
+                    for q in range(N_PILES):
+                        scratch[q] = taken[q]
+                    swap_pile = swap_slot = tucked = -1
+                    if mode == MODE_WATCH or mode == MODE_ONE_SWAP:
+                        if mode == MODE_ONE_SWAP:
+                            tucked = pile
+                        slot = scratch[pile]
+                        scratch[pile] = slot + 1
+                    else:
+                        swap_pile = pile
+                        swap_slot = PILE_SIZE - 1 if mode == MODE_EXCHANGE_BOTTOM else taken[pile]
+                        slot = swap_slot
+                    end_turned, _ = rescue_chain(
+                        piles, scratch, piles[pile * PILE_SIZE + slot], turned + 1,
+                        swap_pile, swap_slot, tucked,
+                    )
+                    memo_turned[mode, pile] = end_turned
+                    memo_deal[mode, pile] = stamp
+                end_turned = memo_turned[mode, pile]
+                # `watch` turns 52 cards to win; the others turn the fourth king twice.
+                out[0, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
+                out[1, c, d] = end_turned
+                out[3, c, d] = pile + 1
+                if cell_codes[c, 2] == FINALE_UP:
+                    out[4, c, d] = wins_here
+                    out[5, c, d] = 1
+                elif mode == MODE_EXCHANGE_TOP and down[pile] > 1:
+                    out[5, c, d] = 1
+                else:
+                    out[4, c, d] = down[pile]
+                    out[5, c, d] = down_at_stop
+    return out
+
+
+@nb.njit(cache=True)
+def play_out(piles, taken, scratch, down_at_stop):
+    """`play_out` from the first death: (restarts, later deaths away from their restart pile)."""
+    for q in range(N_PILES):
+        scratch[q] = taken[q]
+    restarts = 0
+    stray = 0
+    left = down_at_stop
+    while left > 0:
+        # Restart at hour 1, or the first hour clockwise from it that holds a card.
+        restart = 0
+        while scratch[restart] == PILE_SIZE:
+            restart += 1
+        restarts += 1
+        slot = scratch[restart]
+        scratch[restart] = slot + 1
+        turned, died = rescue_chain(
+            piles, scratch, piles[restart * PILE_SIZE + slot], 1, -1, -1, -1
+        )
+        left -= turned
+        stray += died != restart
+    return restarts, stray
+
+
+def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.ndarray]:
+    """Play deals ``first`` .. ``first + count - 1`` under each cell: result arrays by field."""
+    deals.check_u64("seed", seed)
+    deals.check_u64("deal", first)
+    if count and first + count - 1 >= deals.UINT64_LIMIT:
+        raise ValueError("deal: the range runs past 2**64 - 1")
+    codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
+    out = np.zeros((len(RESULT_FIELDS), len(cells), count), dtype=np.int8)
+    play_cells(np.uint64(seed), np.uint64(first), count, codes, out)
+    return dict(zip(RESULT_FIELDS, out))

@@ -1,0 +1,299 @@
+"""The rules of Clock Patience and its rescue house rules, as pure functions.
+
+This module is the single source of truth for the names of things (variants, strategies,
+modifiers, deal orders), for what a cell of a sweep may be, and for the decisions a rescue
+makes. It does no I/O and holds no state; both engines (`reference`, `kernel`) follow it.
+
+Piles are indexed 0..12: index 0..11 are hours 1..12, index 12 is the centre. A card is an
+integer 0..51, ``rank * 4 + suit``, ranks A..K = 0..12, suits C, D, H, S = 0..3; so a card's
+home pile index is simply its rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+RANKS = "A23456789TJQK"
+SUITS = "CDHS"
+N_CARDS = 52
+N_PILES = 13
+N_HOURS = 12
+CENTRE = 12
+PILE_SIZE = 4
+KING = 12
+
+# The names a sweep may use, in the order their integer codes follow (the kernel uses the
+# index of a name in these tuples).
+VARIANTS = ("standard", "watch", "one_swap", "exchange", "play_out")
+RESCUE_VARIANTS = ("watch", "one_swap", "exchange")
+STRATEGIES = ("clockwise", "random", "most", "fewest", "informed", "oracle")
+FINALES = ("down", "up")
+ORDERS = ("round-robin", "packets")
+DEPTHS = ("bottom", "top")
+
+
+def rank_of(card: int) -> int:
+    return card // 4
+
+
+def home_of(card: int) -> int:
+    """The pile index a card is delivered to: its rank (kings to the centre, index 12)."""
+    return card // 4
+
+
+def card_text(card: int) -> str:
+    return RANKS[card // 4] + SUITS[card % 4]
+
+
+def parse_card(text: str) -> int:
+    if len(text) != 2 or text[0] not in RANKS or text[1] not in SUITS:
+        raise ValueError(f"not a card: {text!r} (rank in {RANKS}, then suit in {SUITS})")
+    return RANKS.index(text[0]) * 4 + SUITS.index(text[1])
+
+
+def pile_name(pile: int) -> str:
+    return "centre" if pile == CENTRE else f"hour {pile + 1}"
+
+
+# --- Layout -----------------------------------------------------------------------------
+
+
+def deal_position(order: str, pile: int, depth_from_top: int) -> int:
+    """The position in the shuffled deck (0 = dealt first) of a pile's card, counted from the top.
+
+    The first card dealt to a pile is its bottom, the last its top.
+    """
+    dealt_at = PILE_SIZE - 1 - depth_from_top
+    if order == "round-robin":
+        return dealt_at * N_PILES + pile
+    if order == "packets":
+        return pile * PILE_SIZE + dealt_at
+    raise ValueError(f"order: {order!r}; allowed: {', '.join(ORDERS)}")
+
+
+def lay_out(deck: list[int], order: str) -> list[list[int]]:
+    """The thirteen piles a shuffled deck makes, each listed top first."""
+    return [
+        [deck[deal_position(order, pile, k)] for k in range(PILE_SIZE)]
+        for pile in range(N_PILES)
+    ]
+
+
+# --- Cells ------------------------------------------------------------------------------
+
+
+class RuleError(ValueError):
+    """A cell, or one of its parameters, that the rules do not allow; the message says why."""
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One combination of rules a deal is played under."""
+
+    variant: str = "standard"
+    strategy: str | None = None
+    finale: str = "down"
+    order: str = "round-robin"
+    depth: str | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("variant", self.variant, VARIANTS)
+        check_choice("finale", self.finale, FINALES)
+        check_choice("order", self.order, ORDERS)
+        if self.variant in RESCUE_VARIANTS:
+            if self.strategy is None:
+                raise RuleError(
+                    f"strategy: variant {self.variant!r} needs one of {', '.join(STRATEGIES)}"
+                )
+            check_choice("strategy", self.strategy, STRATEGIES)
+            if self.strategy == "informed" and self.finale != "up":
+                raise RuleError(
+                    "strategy: 'informed' reads the face-up bottom cards, so it needs finale = 'up'"
+                )
+        elif self.strategy is not None:
+            raise RuleError(
+                f"strategy: variant {self.variant!r} has no rescue, so no strategy "
+                f"(strategies apply to {', '.join(RESCUE_VARIANTS)})"
+            )
+        if self.variant == "exchange":
+            if self.depth is None:
+                object.__setattr__(self, "depth", "bottom")
+            check_choice("depth", self.depth, DEPTHS)
+        elif self.depth is not None:
+            raise RuleError(f"depth: only variant 'exchange' has a depth, not {self.variant!r}")
+
+    @property
+    def has_rescue(self) -> bool:
+        return self.variant in RESCUE_VARIANTS
+
+    @property
+    def label(self) -> str:
+        parts = [self.variant]
+        if self.strategy:
+            parts.append(self.strategy)
+        if self.depth:
+            parts.append(f"depth={self.depth}")
+        parts.append(f"finale={self.finale}")
+        parts.append(f"order={self.order}")
+        return " ".join(parts)
+
+    def codes(self) -> tuple[int, int, int, int, int]:
+        """Integer codes for the kernel: indices into the name tuples, -1 for none."""
+        return (
+            VARIANTS.index(self.variant),
+            STRATEGIES.index(self.strategy) if self.strategy else -1,
+            FINALES.index(self.finale),
+            ORDERS.index(self.order),
+            DEPTHS.index(self.depth) if self.depth else -1,
+        )
+
+
+def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise RuleError(f"{name}: {value!r} is not known; allowed: {', '.join(allowed)}")
+
+
+def all_cells(finales=FINALES, orders=ORDERS, depths=DEPTHS) -> list[Cell]:
+    """Every meaningful cell: rescue variants with each strategy, the rest without."""
+    cells = []
+    for order in orders:
+        for finale in finales:
+            for variant in VARIANTS:
+                if variant not in RESCUE_VARIANTS:
+                    cells.append(Cell(variant, None, finale, order))
+                    continue
+                for strategy in STRATEGIES:
+                    if strategy == "informed" and finale != "up":
+                        continue
+                    for depth in depths if variant == "exchange" else (None,):
+                        cells.append(Cell(variant, strategy, finale, order, depth))
+    return cells
+
+
+# --- What decides a rescued deal ----------------------------------------------------------
+#
+# A chain that starts by taking a card from a pile without one arriving there can only die
+# at that pile, and it turns every card exactly when, from every other pile that still holds
+# cards, following "bottom card -> its home -> that pile's bottom card -> ..." reaches the
+# pile where it must die (the last-exit tree of the BEST theorem). Every rescue therefore
+# comes down to one predicate over the piles' bottom cards.
+
+
+def bottoms_reach(bottom_home: list[int], holds_cards: list[bool], end: int) -> bool:
+    """Whether, from every pile that holds cards, the bottom-card pointers lead to ``end``.
+
+    ``bottom_home[q]`` is the home of pile q's bottom card; ``end`` is the pile where the chain
+    must die. A pile whose path cycles without meeting ``end`` proves the deal lost.
+    """
+    reaches = [False] * N_PILES
+    reaches[end] = True
+    for start in range(N_PILES):
+        if not holds_cards[start] or reaches[start]:
+            continue
+        path = []
+        pile = start
+        # A path of more than 13 steps must cycle.
+        while not reaches[pile] and len(path) <= N_PILES:
+            path.append(pile)
+            pile = bottom_home[pile]
+        if not reaches[pile]:
+            return False
+        for visited in path:
+            reaches[visited] = True
+    return True
+
+
+def rescue_wins(
+    variant: str, depth: str | None, pile: int, bottom_home: list[int], down: list[int]
+) -> bool:
+    """Whether rescuing at ``pile`` wins, from the bottom cards at the first death.
+
+    ``down[q]`` is pile q's face-down count at the death; ``bottom_home[q]`` the home of its
+    bottom card (meaningful where ``down[q] > 0``). The centre is empty at the death.
+    """
+    holds = [d > 0 for d in down]
+    if variant == "watch":
+        # The chain restarts from `pile` without a card arriving there: it dies at `pile`.
+        return bottoms_reach(bottom_home, holds, pile)
+    homes = list(bottom_home)
+    if variant == "one_swap":
+        # The king goes under `pile`: its bottom now leads to the centre, where the chain ends.
+        homes[pile] = CENTRE
+        return bottoms_reach(homes, holds, CENTRE)
+    if variant == "exchange":
+        # The king replaces one of `pile`'s cards; it is its new bottom only at depth
+        # "bottom", or when the pile held a single card.
+        if depth == "bottom" or down[pile] == 1:
+            homes[pile] = CENTRE
+        return bottoms_reach(homes, holds, CENTRE)
+    raise RuleError(f"variant {variant!r} has no rescue")
+
+
+def winning_piles(
+    variant: str, depth: str | None, bottom_home: list[int], down: list[int]
+) -> list[int]:
+    """The hour piles where a rescue wins, clockwise from hour 1."""
+    return [
+        p
+        for p in range(N_HOURS)
+        if down[p] > 0 and rescue_wins(variant, depth, p, bottom_home, down)
+    ]
+
+
+def eligible_piles(down: list[int]) -> list[int]:
+    """Hour piles a rescue may use: those that still hold face-down cards, clockwise from 1."""
+    return [p for p in range(N_HOURS) if down[p] > 0]
+
+
+def choose_pile(
+    strategy: str,
+    variant: str,
+    depth: str | None,
+    down: list[int],
+    bottom_home: list[int],
+    random_index: int,
+) -> int:
+    """The hour pile a strategy rescues at.
+
+    ``random_index`` is the `random` strategy's draw, uniform in [0, number of eligible piles).
+    ``bottom_home`` is read only by `informed` (the cell guarantees the bottoms are face up)
+    and by `oracle` (which peeks). Ties go to the first pile clockwise from hour 1.
+    """
+    eligible = eligible_piles(down)
+    if strategy == "clockwise":
+        return eligible[0]
+    if strategy == "random":
+        return eligible[random_index]
+    if strategy == "fewest":
+        return min(eligible, key=lambda p: (down[p], p))
+    most = min(eligible, key=lambda p: (-down[p], p))
+    if strategy == "most":
+        return most
+    if strategy in ("informed", "oracle"):
+        winners = winning_piles(variant, depth, bottom_home, down)
+        return winners[0] if winners else most
+    raise RuleError(f"strategy: {strategy!r} is not known; allowed: {', '.join(STRATEGIES)}")
+
+
+def hint(
+    variant: str,
+    depth: str | None,
+    finale: str,
+    pile: int,
+    down: list[int],
+    bottom_home: list[int],
+) -> Fraction:
+    """The hint's chance of winning by rescuing at ``pile``, given what the player sees.
+
+    With only face-down counts visible, every arrangement of the unseen cards is equally
+    likely, and the rescued chain wins exactly when the last of those cards to turn is of the
+    rescue pile's rank: chance d_p / U. Exchanging at the top of a pile with more than one
+    card puts the king where the next card of that rank turns it up at once: chance 0.
+    With face-up finales the bottom cards decide the deal, so the hint is certain: 0 or 1.
+    """
+    if finale == "up":
+        return Fraction(int(rescue_wins(variant, depth, pile, bottom_home, down)))
+    if variant == "exchange" and depth == "top" and down[pile] > 1:
+        return Fraction(0)
+    return Fraction(down[pile], sum(down))

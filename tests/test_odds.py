@@ -1,0 +1,365 @@
+"""Tests of the exact values (pipeline/odds.py), each by a route independent of the one tested.
+
+- The Score Four law and 1/13: summed, and against the direct count 4/52 (the last of 52
+  cards is a king with chance 4/52).
+- The rescue dynamic programme: against brute-force enumeration of every face-down subset
+  on small decks, with the pile chosen by `rules.choose_pile` itself.
+- The premises of the derivation (Score Four, uniform face-down subset, hint = d_p / U):
+  against exhaustive play of every deal of small decks, by a small engine written here
+  from SPEC sections 3-4.
+- The 52-card values: against Monte Carlo, by random permutations read to their fourth
+  king, and by the reference engine when `pipeline.reference` exists.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from fractions import Fraction
+from itertools import combinations
+
+import pytest
+
+from pipeline import odds, rules
+
+SMALL_DECKS = [(3, 2), (3, 3), (4, 2), (4, 3)]  # (hour ranks, suits)
+
+
+# --- Standard play ------------------------------------------------------------------------
+
+
+def test_cards_turned_law_sums_to_one_and_covers_4_to_52():
+    law = odds.cards_turned_law()
+    assert sorted(law) == list(range(4, 53))
+    assert sum(law.values()) == 1
+    assert all(chance > 0 for chance in law.values())
+
+
+def test_standard_win_is_one_in_thirteen_by_the_last_card():
+    # Independent route: the deal is won when the last card of the permutation is a king,
+    # which happens with chance 4/52 (Score Four; SPEC section 6).
+    assert odds.standard_win() == Fraction(4, 52) == Fraction(1, 13)
+
+
+def test_down_at_stop_law_mirrors_cards_turned():
+    law = odds.cards_turned_law()
+    down_law = odds.down_at_stop_law()
+    assert sorted(down_law) == list(range(0, 49))
+    assert all(down_law[52 - turned] == chance for turned, chance in law.items())
+
+
+def test_small_deck_laws_sum_to_one():
+    for ranks, suits in SMALL_DECKS:
+        assert sum(odds.cards_turned_law(ranks, suits).values()) == 1
+        assert odds.standard_win(ranks, suits) == Fraction(1, ranks + 1)
+
+
+# --- The rescue DP against brute force over face-down subsets -----------------------------
+
+
+def padded_counts(counts: list[int]) -> list[int]:
+    """Counts on a small deck's hours, padded to the 13 piles `rules` works with."""
+    return list(counts) + [0] * (rules.N_PILES - len(counts))
+
+
+def expected_chosen_count(strategy: str, counts: list[int]) -> Fraction:
+    """E[d_p] for the pile `rules.choose_pile` takes; `random` averaged over its draws."""
+    down = padded_counts(counts)
+    eligible = rules.eligible_piles(down)
+    no_bottoms = [0] * rules.N_PILES  # counts-only strategies never read them
+    draws = range(len(eligible)) if strategy == "random" else [0]
+    chosen = [
+        down[rules.choose_pile(strategy, "watch", None, down, no_bottoms, draw)]
+        for draw in draws
+    ]
+    return Fraction(sum(chosen), len(chosen))
+
+
+@pytest.mark.parametrize("ranks,suits", SMALL_DECKS)
+def test_rescue_dp_matches_brute_force_over_subsets(ranks, suits):
+    non_kings = [(rank, suit) for rank in range(ranks) for suit in range(suits)]
+    for strategy in odds.COUNT_STRATEGIES:
+        for down in range(1, len(non_kings) + 1):
+            total = Fraction(0)
+            subsets = 0
+            for face_down in combinations(non_kings, down):
+                counts = [0] * ranks
+                for rank, _suit in face_down:
+                    counts[rank] += 1
+                total += expected_chosen_count(strategy, counts) / down
+                subsets += 1
+            assert odds.rescue_win_given_down(strategy, down, ranks, suits) == total / subsets, (
+                strategy,
+                ranks,
+                suits,
+                down,
+            )
+
+
+def test_no_rescue_needed_when_nothing_is_face_down():
+    assert all(odds.rescue_win_given_down(s, 0) == 1 for s in odds.COUNT_STRATEGIES)
+    with pytest.raises(ValueError):
+        odds.rescue_win_given_down("clockwise", 49)
+    with pytest.raises(ValueError):
+        odds.rescue_win_given_down("oracle", 10)
+
+
+# --- Exhaustive play of every deal of small decks -----------------------------------------
+#
+# Suits never affect play, so a deal is a sequence of ranks, each with `suits` copies; every
+# such sequence is equally likely (each stands for the same number of card orders). Packets
+# layout: the order only relabels deals, and every deal is enumerated.
+
+
+def rank_sequences(ranks_left: list[int]):
+    """Every distinct ordering of a multiset of ranks, given as counts per rank."""
+    if not any(ranks_left):
+        yield ()
+        return
+    for rank, left in enumerate(ranks_left):
+        if left:
+            ranks_left[rank] -= 1
+            for rest in rank_sequences(ranks_left):
+                yield (rank, *rest)
+            ranks_left[rank] += 1
+
+
+def run_chain(piles: list[list[int]], hand: int, stop_at_king: bool) -> int:
+    """Deliver and take until the chain dies (or the king comes up); returns the cards taken."""
+    king = len(piles) - 1
+    taken = 0
+    while not (stop_at_king and hand == king):
+        if not piles[hand]:
+            break
+        hand = piles[hand].pop(0)
+        taken += 1
+    return taken
+
+
+def rescue_is_won(piles: list[list[int]], pile: int, variant: str, depth: str | None) -> bool:
+    """Play a rescue at `pile` (SPEC section 4) from the first death; whether it wins."""
+    piles = [list(cards) for cards in piles]
+    king = len(piles) - 1
+    if variant == "watch":
+        run_chain(piles, piles[pile].pop(0), stop_at_king=False)
+    elif variant == "one_swap":
+        piles[pile].append(king)
+        run_chain(piles, piles[pile].pop(0), stop_at_king=True)
+    elif variant == "exchange":
+        position = len(piles[pile]) - 1 if depth == "bottom" else 0
+        hand, piles[pile][position] = piles[pile][position], king
+        run_chain(piles, hand, stop_at_king=True)
+    return not any(piles)
+
+
+RESCUES = [("watch", None), ("one_swap", None), ("exchange", "bottom"), ("exchange", "top")]
+
+
+@pytest.mark.parametrize("ranks,suits", [(3, 2), (2, 3), (2, 4)])
+def test_exhaustive_play_confirms_the_derivation(ranks, suits):
+    king = ranks
+    deals = 0
+    turned_counts = Counter()
+    # (counts, pile, variant, depth) -> [wins, deals]: the hint's claim for each visible state
+    outcome_by_view = defaultdict(lambda: [0, 0])
+    # (strategy, variant, depth, U) -> [expected wins, deals]
+    outcome_by_down = defaultdict(lambda: [Fraction(0), 0])
+    for sequence in rank_sequences([suits] * (ranks + 1)):
+        deals += 1
+        piles = [list(sequence[p * suits : (p + 1) * suits]) for p in range(ranks + 1)]
+        turned = 1 + run_chain(piles, piles[king].pop(0), stop_at_king=False)
+        turned_counts[turned] += 1
+        counts = [len(piles[p]) for p in range(ranks)]
+        down = sum(counts)
+        # Premise: the chain only dies at the centre, with each hour's face-down count equal
+        # to its rank's unseen cards.
+        assert not piles[king]
+        assert Counter(c for p in range(ranks) for c in piles[p]) == Counter(
+            {p: counts[p] for p in range(ranks) if counts[p]}
+        )
+        if down == 0:
+            continue
+        eligible = [p for p in range(ranks) if counts[p]]
+        wins_at = {
+            (variant, depth, p): rescue_is_won(piles, p, variant, depth)
+            for variant, depth in RESCUES
+            for p in eligible
+        }
+        for (variant, depth, p), won in wins_at.items():
+            tally = outcome_by_view[(tuple(counts), p, variant, depth)]
+            tally[0] += won
+            tally[1] += 1
+        for strategy in odds.COUNT_STRATEGIES:
+            padded = padded_counts(counts)
+            draws = range(len(eligible)) if strategy == "random" else [0]
+            choices = [
+                rules.choose_pile(strategy, "watch", None, padded, [0] * rules.N_PILES, draw)
+                for draw in draws
+            ]
+            for variant, depth in RESCUES:
+                won = Fraction(sum(wins_at[(variant, depth, p)] for p in choices), len(choices))
+                tally = outcome_by_down[(strategy, variant, depth, down)]
+                tally[0] += won
+                tally[1] += 1
+
+    # Score Four on the small deck.
+    law = odds.cards_turned_law(ranks, suits)
+    assert {t: Fraction(n, deals) for t, n in turned_counts.items()} == {
+        t: chance for t, chance in law.items() if chance
+    }
+
+    # The hint is exact for every visible state and pile (rules.hint, finale "down").
+    for (counts, p, variant, depth), (wins, n) in outcome_by_view.items():
+        down_list = padded_counts(list(counts))
+        claimed = rules.hint(variant, depth, "down", p, down_list, [0] * rules.N_PILES)
+        assert Fraction(wins, n) == claimed, (counts, p, variant, depth)
+
+    # The DP's conditional chances, for the variants whose hint is d_p / U.
+    for (strategy, variant, depth, down), (wins, n) in outcome_by_down.items():
+        if (variant, depth) == ("exchange", "top"):
+            continue
+        assert wins / n == odds.rescue_win_given_down(strategy, down, ranks, suits), (
+            strategy,
+            variant,
+            down,
+        )
+    for strategy in odds.COUNT_STRATEGIES:
+        for variant, depth in RESCUES[:3]:
+            wins = turned_counts[(ranks + 1) * suits] + sum(
+                tally[0]
+                for (s, v, d, _down), tally in outcome_by_down.items()
+                if (s, v, d) == (strategy, variant, depth)
+            )
+            assert wins / deals == odds.rescue_win(strategy, ranks, suits)
+
+
+# --- Relations between the strategies -----------------------------------------------------
+
+
+def test_clockwise_equals_random_exactly():
+    # Computed from separate definitions; equal because the counts are exchangeable.
+    for down in range(49):
+        assert odds.rescue_win_given_down("clockwise", down) == odds.rescue_win_given_down(
+            "random", down
+        )
+    assert odds.rescue_win("clockwise") == odds.rescue_win("random")
+
+
+def test_most_beats_clockwise_beats_fewest():
+    most, clockwise, fewest = (odds.rescue_win(s) for s in ("most", "clockwise", "fewest"))
+    # Even the worst counts-only rescue beats no rescue: it adds to every standard win.
+    assert most > clockwise > fewest > odds.standard_win()
+
+
+# --- Records and cells --------------------------------------------------------------------
+
+
+def test_exact_values_records():
+    records = odds.exact_values()
+    keyed = {(r["variant"], r["strategy"], r["quantity"]): r["exact"] for r in records}
+    assert len(keyed) == len(records)
+    assert all(set(r) == {"variant", "strategy", "quantity", "exact"} for r in records)
+    assert keyed[("standard", None, "P(win)")] == "1/13"
+    assert keyed[("play_out", None, "P(win)")] == "1/13"
+    assert keyed[("standard", None, "P(cards_turned=4)")] == f"1/{math.comb(52, 4)}"
+    law = [Fraction(keyed[("standard", None, f"P(cards_turned={t})")]) for t in range(4, 53)]
+    assert sum(law) == 1
+    for variant in ("watch", "one_swap"):
+        for strategy in odds.COUNT_STRATEGIES:
+            text = keyed[(variant, strategy, "P(win)")]
+            # Reduced "a/b": Fraction(text) round-trips to the same text.
+            assert odds.fraction_text(Fraction(text)) == text
+            assert Fraction(text) == odds.rescue_win(strategy)
+
+
+def test_exact_win_cells():
+    watch_most = odds.rescue_win("most")
+    for finale in rules.FINALES:
+        for order in rules.ORDERS:
+            assert odds.exact_win("standard", None, finale, order) == Fraction(1, 13)
+            for strategy in odds.COUNT_STRATEGIES:
+                for variant in ("watch", "one_swap"):
+                    assert odds.exact_win(variant, strategy, finale, order) == odds.rescue_win(
+                        strategy
+                    )
+                assert odds.exact_win(
+                    "exchange", strategy, finale, order, "bottom"
+                ) == odds.rescue_win(strategy)
+                assert odds.exact_win("exchange", strategy, finale, order, "top") is None
+            assert odds.exact_win("watch", "oracle", finale, order) is None
+    assert odds.exact_win("watch", "informed", "up") is None
+    assert odds.exact_win("exchange", "most") == watch_most  # depth defaults to bottom
+    with pytest.raises(rules.RuleError):
+        odds.exact_win("watch", None)
+
+
+# --- Monte Carlo on the 52-card deck ------------------------------------------------------
+
+
+def within_four_standard_errors(samples: list[float], exact: Fraction) -> tuple[bool, str]:
+    n = len(samples)
+    mean = sum(samples) / n
+    variance = sum((x - mean) ** 2 for x in samples) / (n - 1)
+    error = math.sqrt(variance / n)
+    ok = abs(mean - float(exact)) <= 4 * error
+    return ok, f"mean {mean:.5f}, exact {float(exact):.5f}, SE {error:.5f}, n {n}"
+
+
+def test_monte_carlo_random_permutations_read_to_the_fourth_king():
+    # Samples the first death from its definition (a shuffled deck read to its fourth king),
+    # not from the law under test, and averages the hint's chance d_p / U.
+    rng = random.Random(20240613)
+    deck = [card // 4 for card in range(52)]  # ranks; 12 is the king
+    samples = {strategy: [] for strategy in odds.COUNT_STRATEGIES}
+    turned_samples = []
+    for _ in range(20000):
+        rng.shuffle(deck)
+        kings_seen = 0
+        for position, rank in enumerate(deck):
+            kings_seen += rank == rules.KING
+            if kings_seen == 4:
+                break
+        turned_samples.append(position + 1)
+        face_down = deck[position + 1 :]
+        down = len(face_down)
+        counts = padded_counts([face_down.count(rank) for rank in range(12)])
+        for strategy in odds.COUNT_STRATEGIES:
+            if down == 0:
+                samples[strategy].append(1.0)
+                continue
+            draw = rng.randrange(len(rules.eligible_piles(counts)))
+            pile = rules.choose_pile(strategy, "watch", None, counts, [0] * 13, draw)
+            samples[strategy].append(counts[pile] / down)
+    for strategy, values in samples.items():
+        ok, detail = within_four_standard_errors(values, odds.rescue_win(strategy))
+        assert ok, f"{strategy}: {detail}"
+    mean_turned = sum(t * chance for t, chance in odds.cards_turned_law().items())
+    ok, detail = within_four_standard_errors(turned_samples, mean_turned)
+    assert ok, f"cards_turned: {detail}"
+
+
+def test_monte_carlo_reference_engine():
+    reference = pytest.importorskip("pipeline.reference")
+    seed = 20240613
+    deals = 2000
+    cells = [rules.Cell("standard"), rules.Cell("play_out")] + [
+        rules.Cell(variant, strategy)
+        for variant in ("watch", "one_swap", "exchange")  # exchange at its default, bottom
+        for strategy in odds.COUNT_STRATEGIES
+    ]
+    for cell in cells:
+        results = [reference.play(seed, deal, cell) for deal in range(deals)]
+        exact = odds.exact_win_of(cell)
+        won = [float(result.won) for result in results]
+        ok, detail = within_four_standard_errors(won, exact)
+        assert ok, f"{cell.label}, won: {detail}"
+        if cell.has_rescue:
+            # The hint's chance where a rescue happened, the (certain) win where none did:
+            # same expectation, less noise.
+            chances = [
+                float(result.hint) if result.hint is not None else float(result.won)
+                for result in results
+            ]
+            ok, detail = within_four_standard_errors(chances, exact)
+            assert ok, f"{cell.label}, hint: {detail}"
