@@ -1,0 +1,81 @@
+"""Speed measurements of the engines, on one core: figures, not assertions.
+
+Every figure of one call is measured in the same process, back to back, so the ratios
+(kernel against reference, all cells against standard alone) compare like with like.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pipeline import kernel, reference, rules
+from pipeline.rules import Cell
+
+STANDARD = [Cell()]
+ONE_SWAP_ALL_STRATEGIES = [Cell(finale="up")] + [
+    Cell("one_swap", strategy, finale="up") for strategy in rules.STRATEGIES
+]
+
+
+def kernel_rate(cells: list[Cell], seconds: float, seed: int = 1) -> float:
+    """Deals per second the kernel plays under all of ``cells`` at once (best of repeats)."""
+    kernel.play(seed, 0, 1000, cells)  # compile (or load the cache) outside the timing
+    batch, best, spent, first = 20_000, 0.0, 0.0, 0
+    while spent < seconds:
+        start = time.perf_counter()
+        kernel.play(seed, first, batch, cells)
+        elapsed = time.perf_counter() - start
+        spent += elapsed
+        first += batch
+        best = max(best, batch / elapsed)
+        if elapsed < 0.2:
+            batch *= 2
+    return best
+
+
+def reference_rate(cells: list[Cell], seconds: float, seed: int = 1) -> float:
+    """Deals per second the reference engine plays under all of ``cells``."""
+    played, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for cell in cells:
+            reference.play(seed, played, cell)
+        played += 1
+    return played / (time.perf_counter() - start)
+
+
+def engine_figures(seconds: float = 3.0) -> dict:
+    all_cells = rules.all_cells()
+    figures = {
+        "kernel_standard": kernel_rate(STANDARD, seconds),
+        "kernel_one_swap_all": kernel_rate(ONE_SWAP_ALL_STRATEGIES, seconds),
+        "kernel_all_cells": kernel_rate(all_cells, seconds),
+        "reference_standard": reference_rate(STANDARD, seconds),
+        "reference_all_cells": reference_rate(all_cells, seconds),
+        "cells_all": len(all_cells),
+        "cells_one_swap_all": len(ONE_SWAP_ALL_STRATEGIES),
+    }
+    figures["kernel_vs_reference_standard"] = (
+        figures["kernel_standard"] / figures["reference_standard"]
+    )
+    figures["kernel_vs_reference_all_cells"] = (
+        figures["kernel_all_cells"] / figures["reference_all_cells"]
+    )
+    figures["one_swap_all_cost"] = figures["kernel_standard"] / figures["kernel_one_swap_all"]
+    return figures
+
+
+def describe(figures: dict) -> str:
+    rows = [
+        ("kernel, standard alone", figures["kernel_standard"]),
+        (f"kernel, standard + one_swap x 6 strategies ({figures['cells_one_swap_all']} cells)",
+         figures["kernel_one_swap_all"]),
+        (f"kernel, every cell ({figures['cells_all']} cells)", figures["kernel_all_cells"]),
+        ("reference, standard alone", figures["reference_standard"]),
+        (f"reference, every cell ({figures['cells_all']} cells)", figures["reference_all_cells"]),
+    ]
+    lines = ["deals per second on one core:"]
+    lines += [f"  {name:<62} {rate:>14,.0f}" for name, rate in rows]
+    lines.append(f"  kernel / reference, standard:    {figures['kernel_vs_reference_standard']:>10,.0f}x")
+    lines.append(f"  kernel / reference, every cell:  {figures['kernel_vs_reference_all_cells']:>10,.0f}x")
+    lines.append(f"  standard + one_swap x 6 costs {figures['one_swap_all_cost']:.2f}x standard alone")
+    return "\n".join(lines)

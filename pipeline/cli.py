@@ -1,0 +1,161 @@
+"""The `clocksweep` command line: thin commands over the engine, the sweep and the report.
+
+Heavy imports (numba, Ray, Polars) happen inside the commands that need them, so
+`clocksweep --help` answers at once. Every error a user can cause ends as one line on
+stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from pipeline import rules
+
+
+class InputError(click.ClickException):
+    """Bad input from the user: reported as one line, exit status 2."""
+
+    exit_code = 2
+
+
+class CleanGroup(click.Group):
+    """A click group whose usage errors are one line, not a usage block."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.Exit as done:
+            sys.exit(done.exit_code)
+        except click.exceptions.Abort:
+            click.echo("clocksweep: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as error:
+            message = error.format_message().replace("\n", " ")
+            click.echo(f"clocksweep: error: {message}", err=True)
+            sys.exit(2 if isinstance(error, click.UsageError) else error.exit_code)
+
+
+def parse_u64(name: str, text: str) -> int:
+    if not text.isdigit() or int(text) >= 1 << 64:
+        raise InputError(f"{name}: {text!r} is not an unsigned 64-bit integer (0 to 2**64-1)")
+    return int(text)
+
+
+def parse_range(text: str) -> range:
+    """A deal range: ``7`` or ``0-1999`` (inclusive)."""
+    first, dash, last = text.partition("-")
+    if not dash:
+        deal = parse_u64("RANGE", text)
+        return range(deal, deal + 1)
+    low, high = parse_u64("RANGE", first), parse_u64("RANGE", last)
+    if high < low:
+        raise InputError(f"RANGE: {text!r} ends before it starts; write FIRST-LAST with FIRST <= LAST")
+    return range(low, high + 1)
+
+
+def make_cell(**choices) -> rules.Cell:
+    try:
+        return rules.Cell(**choices)
+    except rules.RuleError as error:
+        raise InputError(str(error)) from None
+
+
+def choice_option(name: str, allowed: tuple[str, ...], default, help_text: str):
+    """An option checked against the rules' names, with the rules' own error message."""
+
+    def check(_ctx, _param, value):
+        if value is not None:
+            try:
+                rules.check_choice(name, value, allowed)
+            except rules.RuleError as error:
+                raise InputError(str(error)) from None
+        return value
+
+    return click.option(f"--{name}", default=default, callback=check, show_default=True,
+                        help=f"{help_text} ({', '.join(allowed)})")
+
+
+@click.group(cls=CleanGroup)
+@click.version_option(package_name="clocksweep")
+def cli():
+    """clocksweep: sweeps of Clock Patience deals, its rescue rules and their odds."""
+
+
+@cli.command()
+@click.option("--seed", "seed_text", required=True, help="The sweep seed (unsigned 64-bit).")
+@click.argument("deal_range", metavar="RANGE")
+@choice_option("order", rules.ORDERS, "round-robin", "How the deck is dealt")
+@choice_option("variant", rules.VARIANTS, None, "Replay the deal under this variant")
+@choice_option("strategy", rules.STRATEGIES, None, "The rescue strategy of the replay")
+@choice_option("finale", rules.FINALES, "down", "Bottom cards face down or up")
+@choice_option("depth", rules.DEPTHS, None, "exchange only: where the king goes")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per deal, for tools.")
+def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json):
+    """Show deals by number: the layout, and with --variant a step-by-step replay.
+
+    RANGE is one deal number (7) or an inclusive range (0-1999). With --json each deal is a
+    line {seed, deal, scheme, order, piles}: 13 lists of cards, hours 1..12 then the centre,
+    each top first.
+    """
+    from pipeline import deals, display, reference
+
+    seed = parse_u64("--seed", seed_text)
+    numbers = parse_range(deal_range)
+    cell = None
+    if variant is not None or strategy is not None or depth is not None:
+        cell = make_cell(variant=variant or "standard", strategy=strategy, finale=finale,
+                         order=order, depth=depth)
+    for number in numbers:
+        piles = reference.layout(seed, number, order)
+        if as_json:
+            record = {
+                "seed": seed,
+                "deal": number,
+                "scheme": deals.SCHEME_VERSION,
+                "order": order,
+                "piles": [[rules.card_text(card) for card in pile] for pile in piles],
+            }
+            click.echo(json.dumps(record))
+            continue
+        click.echo(f"seed {seed}, deal {number}, order {order} (deal scheme {deals.SCHEME_VERSION})")
+        click.echo(display.clock_face(piles, finale_up=finale == "up"))
+        if cell is not None:
+            click.echo(display.replay(seed, number, cell))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per value.")
+def odds(as_json):
+    """Exact values the sweeps are checked against, as reduced fractions."""
+    from pipeline import odds as exact
+
+    records = exact.exact_values()
+    if as_json:
+        for record in records:
+            click.echo(json.dumps(record))
+        return
+    for record in records:
+        value = record["exact"]
+        numerator, _, denominator = value.partition("/")
+        decimal = int(numerator) / int(denominator or 1)
+        who = record["variant"] + (f" {record['strategy']}" if record["strategy"] else "")
+        click.echo(f"{who:<22} {record['quantity']:<22} {value:>48}  = {decimal:.10f}")
+
+
+@cli.command()
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 600),
+              help="Time given to each measurement.")
+@click.option("--json", "as_json", is_flag=True, help="The figures as one JSON object.")
+def bench(seconds, as_json):
+    """Deals per second on one core: the kernel and the reference engine, and their ratio."""
+    from pipeline import bench as benchmarks
+
+    figures = benchmarks.engine_figures(seconds)
+    if as_json:
+        click.echo(json.dumps(figures))
+        return
+    click.echo(benchmarks.describe(figures))
