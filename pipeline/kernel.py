@@ -53,26 +53,43 @@ DEPTH_TOP = rules.DEPTHS.index("top")
 MODE_WATCH, MODE_ONE_SWAP, MODE_EXCHANGE_BOTTOM, MODE_EXCHANGE_TOP = range(4)
 N_MODES = 4
 
-# Where each pile's cards sit in the dealt deck, per order: POSITIONS[order, q * 4 + k].
-POSITIONS = np.array(
-    [
-        [rules.deal_position(order, q, k) for q in range(N_PILES) for k in range(PILE_SIZE)]
-        for order in rules.ORDERS
-    ],
-    dtype=np.int64,
-)
 
-# The shuffle's batches (from `deals`, the one definition): flat ranges, batch bounds, and
-# per batch Lemire's rejection threshold 2**32 mod product.
-_BATCHES = deals.SHUFFLE_BATCHES
-N_BATCHES = len(_BATCHES)
-BATCH_RANGES = np.array([n for batch in _BATCHES for n in batch], dtype=np.uint64)
-BATCH_ENDS = np.cumsum([len(batch) for batch in _BATCHES]).astype(np.int64)
-BATCH_THRESHOLDS = np.array(
-    [deals.WORD_LIMIT % int(np.prod(b, dtype=object)) for b in _BATCHES], dtype=np.uint64
-)
-# Philox blocks computed up front for a shuffle: enough words for every batch plus a spare.
-SHUFFLE_BLOCKS = (N_BATCHES + 3) // 4
+
+def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The deal scheme and layouts as arrays, derived from `deals` and `rules` (their one
+    definition) and passed to the compiled code as arguments.
+
+    Arguments rather than globals: numba freezes a global array into the compiled code and
+    its on-disk cache is keyed to this file alone, so a change in `deals` or `rules` could
+    otherwise run stale constants.
+
+    - positions[order, q * 4 + k]: the deck position of pile q's k-th card from the top;
+    - ranges, ends: Fisher-Yates's ranges 52..2, flat, and where each batch ends;
+    - thresholds[b]: Lemire's rejection bound for batch b, 2**32 mod its product.
+    """
+    positions = np.array(
+        [
+            [rules.deal_position(order, q, k) for q in range(N_PILES) for k in range(PILE_SIZE)]
+            for order in rules.ORDERS
+        ],
+        dtype=np.int64,
+    )
+    batches = deals.SHUFFLE_BATCHES
+    ranges = np.array([n for batch in batches for n in batch], dtype=np.uint64)
+    ends = np.cumsum([len(batch) for batch in batches]).astype(np.int64)
+    thresholds = np.array(
+        [deals.WORD_LIMIT % int(np.prod(batch, dtype=object)) for batch in batches],
+        dtype=np.uint64,
+    )
+    return positions, ranges, ends, thresholds
+
+
+def word_buffer(ends: np.ndarray) -> np.ndarray:
+    """Scratch for the Philox words of a shuffle: whole blocks covering every batch, plus one."""
+    return np.empty(4 * ((len(ends) + 3) // 4) + 4, dtype=np.uint64)
+
+
+TABLES = scheme_tables()
 
 M32 = np.uint64(0xFFFFFFFF)
 PHILOX_M0 = np.uint64(deals.PHILOX_M0)
@@ -116,46 +133,53 @@ def word_at(seed, deal, stream, index, block_words):
 
 
 @nb.njit(cache=True, inline="always")
-def decode_batch(word, start, end, draws):
-    """Lemire digits of one word for ranges start..end-1 into ``draws``; gives the leftover."""
+def decode_batch(word, start, end, ranges, draws):
+    """Lemire digits of one word for ranges[start:end] into ``draws``; gives the leftover."""
     leftover = word
     for r in range(start, end):
-        scaled = leftover * BATCH_RANGES[r]
+        scaled = leftover * ranges[r]
         draws[r] = scaled >> U32
         leftover = scaled & M32
     return leftover
 
 
 @nb.njit(cache=True)
-def shuffle_ranks(seed, deal, ranks, words, draws):
+def decode_in_order(seed, deal, words, draws, ranges, ends, thresholds):
+    """Every batch from the next unused word, rejected words skipped: the scheme as written."""
+    buffered = words.shape[0] - 4
+    next_word = 0
+    start = 0
+    for b in range(ends.shape[0]):
+        while True:
+            if next_word < buffered:
+                word = words[next_word]
+            else:
+                word = word_at(seed, deal, STREAM_DEAL, next_word, words[buffered:])
+            next_word += 1
+            if decode_batch(word, start, ends[b], ranges, draws) >= thresholds[b]:
+                break
+        start = ends[b]
+
+
+@nb.njit(cache=True)
+def shuffle_ranks(seed, deal, ranks, words, draws, ranges, ends, thresholds):
     """Fill ``ranks`` with the deal's shuffled deck, as ranks: the `deals` scheme.
 
-    ``words`` (uint64[4 * SHUFFLE_BLOCKS + 4]) and ``draws`` (uint64[52]) are scratch.
+    ``words`` (from `word_buffer`) and ``draws`` (uint64[52]) are scratch.
     """
-    for b in range(SHUFFLE_BLOCKS):
-        philox_block(seed, deal, np.uint64(b), STREAM_DEAL, words, 4 * b)
-    # Fast path: every batch takes the next word. The batches are independent, so the CPU
-    # overlaps their multiply chains; a rejection (a few deals in a hundred) redoes the
-    # decode in strict order.
+    buffered = words.shape[0] - 4
+    for block in range(buffered // 4):
+        philox_block(seed, deal, np.uint64(block), STREAM_DEAL, words, 4 * block)
+    # Fast path: batch b takes word b. The batches are independent, so the CPU overlaps
+    # their multiply chains; if any word is rejected (under 3 deals in 100), decode again
+    # in strict order.
     rejected = False
     start = 0
-    for b in range(N_BATCHES):
-        if decode_batch(words[b], start, BATCH_ENDS[b], draws) < BATCH_THRESHOLDS[b]:
-            rejected = True
-        start = BATCH_ENDS[b]
+    for b in range(ends.shape[0]):
+        rejected |= decode_batch(words[b], start, ends[b], ranges, draws) < thresholds[b]
+        start = ends[b]
     if rejected:
-        next_word = 0
-        start = 0
-        for b in range(N_BATCHES):
-            while True:
-                if next_word < 4 * SHUFFLE_BLOCKS:
-                    word = words[next_word]
-                else:
-                    word = word_at(seed, deal, STREAM_DEAL, next_word, words[4 * SHUFFLE_BLOCKS:])
-                next_word += 1
-                if decode_batch(word, start, BATCH_ENDS[b], draws) >= BATCH_THRESHOLDS[b]:
-                    break
-            start = BATCH_ENDS[b]
+        decode_in_order(seed, deal, words, draws, ranges, ends, thresholds)
     for i in range(N_CARDS):
         ranks[i] = i >> 2
     # Fisher-Yates: draw r swaps position 51 - r with a position at or below it.
@@ -277,14 +301,16 @@ def watch_winners(bottom_home, down, is_winner):
 
 
 @nb.njit(cache=True)
-def play_cells(seed, first, count, cell_codes, out):
+def play_cells(seed, first, count, cell_codes, tables, out):
     """Play deals first .. first+count-1 under every cell; fill ``out`` (fields x cells x deals).
 
-    ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`.
+    ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`;
+    ``tables`` = `scheme_tables()`.
     """
+    positions, ranges, ends, thresholds = tables
     n_cells = cell_codes.shape[0]
     ranks = np.empty(N_CARDS, dtype=np.uint8)
-    words = np.empty(4 * SHUFFLE_BLOCKS + 4, dtype=np.uint64)
+    words = np.empty(4 * ((ends.shape[0] + 3) // 4) + 4, dtype=np.uint64)
     draws = np.empty(N_CARDS, dtype=np.uint64)
     piles = np.empty(N_PILES * PILE_SIZE, dtype=np.uint8)
     taken = np.zeros(N_PILES, dtype=np.uint8)
@@ -295,7 +321,7 @@ def play_cells(seed, first, count, cell_codes, out):
     # Per deal and order: each rescue mode's continuation from each pile, computed once.
     memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
     memo_deal = np.full((N_MODES, N_HOURS), -1, dtype=np.int64)
-    n_orders = POSITIONS.shape[0]
+    n_orders = positions.shape[0]
     uses_order = np.zeros(n_orders, dtype=np.bool_)
     uses_random = needs_winners = any_rescue = False
     for c in range(n_cells):
@@ -310,13 +336,13 @@ def play_cells(seed, first, count, cell_codes, out):
 
     for d in range(count):
         deal = first + np.uint64(d)
-        shuffle_ranks(seed, deal, ranks, words, draws)
+        shuffle_ranks(seed, deal, ranks, words, draws, ranges, ends, thresholds)
         for order in range(n_orders):
             if not uses_order[order]:
                 continue
             stamp += 1
             for k in range(N_PILES * PILE_SIZE):
-                piles[k] = ranks[POSITIONS[order, k]]
+                piles[k] = ranks[positions[order, k]]
             for q in range(N_PILES):
                 taken[q] = 0
             # The standard chain, shared by every cell of this order up to its first death.
@@ -338,7 +364,7 @@ def play_cells(seed, first, count, cell_codes, out):
                         if fewest < 0 or down[q] < down[fewest]:
                             fewest = q
                 if uses_random:
-                    pick = strategy_draw(seed, deal, n_eligible, words[4 * SHUFFLE_BLOCKS :])
+                    pick = strategy_draw(seed, deal, n_eligible, words[words.shape[0] - 4 :])
                     for q in range(N_HOURS):
                         if down[q] > 0:
                             if pick == 0:
@@ -467,5 +493,21 @@ def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.n
         raise ValueError("deal: the range runs past 2**64 - 1")
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
     out = np.zeros((len(RESULT_FIELDS), len(cells), count), dtype=np.int8)
-    play_cells(np.uint64(seed), np.uint64(first), count, codes, out)
+    play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
     return dict(zip(RESULT_FIELDS, out))
+
+
+@nb.njit(cache=True)
+def _deck_ranks(seed, first, count, tables, decks):
+    _, ranges, ends, thresholds = tables
+    words = np.empty(4 * ((ends.shape[0] + 3) // 4) + 4, dtype=np.uint64)
+    draws = np.empty(N_CARDS, dtype=np.uint64)
+    for d in range(count):
+        shuffle_ranks(seed, first + np.uint64(d), decks[d], words, draws, ranges, ends, thresholds)
+    return decks
+
+
+def deck_ranks(seed: int, first: int, count: int) -> np.ndarray:
+    """The shuffled decks of deals first.. as ranks, uint8 (count, 52): for tests and tools."""
+    decks = np.empty((count, N_CARDS), dtype=np.uint8)
+    return _deck_ranks(np.uint64(seed), np.uint64(first), count, TABLES, decks)
