@@ -12,12 +12,14 @@ The scheme (version ``SCHEME_VERSION``, recorded in every result):
 - Each block gives four 32-bit words, used in order. Stream 0 shuffles the deck; stream 1
   feeds the `random` strategy, so that strategy never changes a layout.
 - Bounded integers use Lemire's multiply-shift with rejection, batched (Brackett-Rozinsky and
-  Lemire, "Batched ranged random integer generation", 2024): one 32-bit word yields several
-  integers whose ranges multiply to at most 2**BATCH_BITS (the word times each range is a
-  mixed-radix digit, the leftover carries on); the word is rejected, and the next word drawn
-  for the whole batch, only when the final leftover falls under ``2**32 mod product``, which
-  keeps every tuple exactly uniform. No floats, no modulo of the random value. 32-bit words
-  keep every product inside 64-bit arithmetic, the kernel's fast path; 52! needs ten words.
+  Lemire, "Batched ranged random integer generation", 2024): one 32-bit word yields the
+  integers of a batch of four consecutive Fisher-Yates ranges (52, 51, 50, 49), (48, ..., 45),
+  ..., (4, 3, 2): the word times each range in turn gives a mixed-radix digit, the low half
+  carries on. The word is rejected, and the next word drawn for the whole batch, only when
+  the final low half falls under ``2**32 mod product``, which keeps every tuple exactly
+  uniform. No floats, no modulo of the random value. A batch's product stays under 2**23,
+  so a word is rejected with probability under 2**-9, and 13 words (4 Philox blocks) shuffle
+  a deck. Batches of one fixed width keep the kernel's loops branch-free.
 - Fisher-Yates: for i = 51 down to 1, swap positions i and j, j uniform in [0, i], starting
   from the ordered deck (card ``rank * 4 + suit``). Position 0 is the first card dealt.
 
@@ -46,9 +48,8 @@ PHILOX_W0 = 0x9E3779B9
 PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
 
-# A batch's ranges multiply to at most 2**BATCH_BITS, so a batch's word is rejected with
-# probability under 2**(BATCH_BITS - 32), while ten words still cover a whole shuffle.
-BATCH_BITS = 26
+# Fisher-Yates's ranges are drawn four to a word.
+BATCH_WIDTH = 4
 
 
 def philox4x32(counter: tuple[int, int, int, int], key: tuple[int, int]) -> tuple[int, ...]:
@@ -84,17 +85,10 @@ def random_words(seed: int, deal: int, stream: int) -> Iterator[int]:
         block += 1
 
 
-def shuffle_batches(top: int = N_CARDS, bits: int = BATCH_BITS) -> list[tuple[int, ...]]:
-    """Fisher-Yates's ranges top, top-1, ..., 2, grouped into batches of product <= 2**bits."""
-    batches, batch, product = [], [], 1
-    for size in range(top, 1, -1):
-        if product * size > 1 << bits:
-            batches.append(tuple(batch))
-            batch, product = [], 1
-        batch.append(size)
-        product *= size
-    batches.append(tuple(batch))
-    return batches
+def shuffle_batches(top: int = N_CARDS, width: int = BATCH_WIDTH) -> list[tuple[int, ...]]:
+    """Fisher-Yates's ranges top, top-1, ..., 2, in batches of ``width`` (the last shorter)."""
+    sizes = list(range(top, 1, -1))
+    return [tuple(sizes[at : at + width]) for at in range(0, len(sizes), width)]
 
 
 SHUFFLE_BATCHES = shuffle_batches()

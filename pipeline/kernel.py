@@ -55,7 +55,7 @@ N_MODES = 4
 
 
 
-def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The deal scheme and layouts as arrays, derived from `deals` and `rules` (their one
     definition) and passed to the compiled code as arguments.
 
@@ -64,7 +64,7 @@ def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     otherwise run stale constants.
 
     - positions[order, q * 4 + k]: the deck position of pile q's k-th card from the top;
-    - ranges, ends: Fisher-Yates's ranges 52..2, flat, and where each batch ends;
+    - ranges[b * 4 + k]: Fisher-Yates's ranges 52..2, four to a batch;
     - thresholds[b]: Lemire's rejection bound for batch b, 2**32 mod its product.
     """
     positions = np.array(
@@ -74,21 +74,31 @@ def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         ],
         dtype=np.int64,
     )
+    # Every batch padded to the full width with ranges of 1, whose digit is always 0 and
+    # which leave the word unchanged, so the compiled loops have one fixed trip count.
     batches = deals.SHUFFLE_BATCHES
-    ranges = np.array([n for batch in batches for n in batch], dtype=np.uint64)
-    ends = np.cumsum([len(batch) for batch in batches]).astype(np.int64)
+    width = deals.BATCH_WIDTH
+    if (
+        width != BATCH_WIDTH
+        or len(batches) != N_BATCHES
+        or any(len(batch) > width for batch in batches)
+    ):
+        raise RuntimeError("the kernel's BATCH_WIDTH no longer matches the deal scheme")
+    ranges = np.array(
+        [n for batch in batches for n in batch + (1,) * (width - len(batch))], dtype=np.uint64
+    )
     thresholds = np.array(
         [deals.WORD_LIMIT % int(np.prod(batch, dtype=object)) for batch in batches],
         dtype=np.uint64,
     )
-    return positions, ranges, ends, thresholds
+    return positions, ranges, thresholds
 
 
-def word_buffer(ends: np.ndarray) -> np.ndarray:
-    """Scratch for the Philox words of a shuffle: whole blocks covering every batch, plus one."""
-    return np.empty(4 * ((len(ends) + 3) // 4) + 4, dtype=np.uint64)
-
-
+# The compiled loops' fixed width; written here, not imported, so that a change in `deals`
+# must come with an edit of this file, which is what renews numba's on-disk cache.
+BATCH_WIDTH = 4
+N_BATCHES = 13  # 51 ranges, four to a batch
+SHUFFLE_BLOCKS = 4  # Philox blocks (of four words) that cover the 13 batches
 TABLES = scheme_tables()
 
 M32 = np.uint64(0xFFFFFFFF)
@@ -133,53 +143,50 @@ def word_at(seed, deal, stream, index, block_words):
 
 
 @nb.njit(cache=True, inline="always")
-def decode_batch(word, start, end, ranges, draws):
-    """Lemire digits of one word for ranges[start:end] into ``draws``; gives the leftover."""
+def decode_batch(word, batch, ranges, draws):
+    """Lemire digits of one word for batch ``batch`` into ``draws``; gives the leftover."""
     leftover = word
-    for r in range(start, end):
-        scaled = leftover * ranges[r]
-        draws[r] = scaled >> U32
+    for k in range(BATCH_WIDTH):
+        scaled = leftover * ranges[batch * BATCH_WIDTH + k]
+        draws[batch * BATCH_WIDTH + k] = scaled >> U32
         leftover = scaled & M32
     return leftover
 
 
 @nb.njit(cache=True)
-def decode_in_order(seed, deal, words, draws, ranges, ends, thresholds):
+def decode_in_order(seed, deal, words, draws, ranges, thresholds):
     """Every batch from the next unused word, rejected words skipped: the scheme as written."""
     buffered = words.shape[0] - 4
     next_word = 0
-    start = 0
-    for b in range(ends.shape[0]):
+    for b in range(thresholds.shape[0]):
         while True:
             if next_word < buffered:
                 word = words[next_word]
             else:
                 word = word_at(seed, deal, STREAM_DEAL, next_word, words[buffered:])
             next_word += 1
-            if decode_batch(word, start, ends[b], ranges, draws) >= thresholds[b]:
+            if decode_batch(word, b, ranges, draws) >= thresholds[b]:
                 break
-        start = ends[b]
 
 
 @nb.njit(cache=True)
-def shuffle_ranks(seed, deal, ranks, words, draws, ranges, ends, thresholds):
+def shuffle_ranks(seed, deal, ranks, words, draws, ranges, thresholds):
     """Fill ``ranks`` with the deal's shuffled deck, as ranks: the `deals` scheme.
 
-    ``words`` (from `word_buffer`) and ``draws`` (uint64[52]) are scratch.
+    ``words`` (uint64[4 * SHUFFLE_BLOCKS + 4]) and ``draws`` (uint64, 4 per batch) are scratch.
     """
-    buffered = words.shape[0] - 4
-    for block in range(buffered // 4):
+    # Constant trip counts throughout: the compiler unrolls and interleaves the independent
+    # Philox blocks and batches, and no loop exit is mispredicted.
+    for block in range(SHUFFLE_BLOCKS):
         philox_block(seed, deal, np.uint64(block), STREAM_DEAL, words, 4 * block)
     # Fast path: batch b takes word b. The batches are independent, so the CPU overlaps
-    # their multiply chains; if any word is rejected (under 3 deals in 100), decode again
+    # their multiply chains; if any word is rejected (about 1 deal in 800), decode again
     # in strict order.
     rejected = False
-    start = 0
-    for b in range(ends.shape[0]):
-        rejected |= decode_batch(words[b], start, ends[b], ranges, draws) < thresholds[b]
-        start = ends[b]
+    for b in range(N_BATCHES):
+        rejected |= decode_batch(words[b], b, ranges, draws) < thresholds[b]
     if rejected:
-        decode_in_order(seed, deal, words, draws, ranges, ends, thresholds)
+        decode_in_order(seed, deal, words, draws, ranges, thresholds)
     for i in range(N_CARDS):
         ranks[i] = i >> 2
     # Fisher-Yates: draw r swaps position 51 - r with a position at or below it.
@@ -221,6 +228,41 @@ def standard_chain(piles, taken):
         taken[card] = slot + 1
         turned += 1
         card = piles[card * PILE_SIZE + slot]
+
+
+@nb.njit(cache=True, inline="always")
+def continue_chain(piles, taken, card, turned):
+    """Standard play onward from ``card`` in hand: (cards turned, pile of death)."""
+    while True:
+        slot = taken[card]
+        if slot == PILE_SIZE:
+            return turned, card
+        taken[card] = slot + 1
+        turned += 1
+        card = piles[card * PILE_SIZE + slot]
+
+
+@nb.njit(cache=True)
+def standard_chains(piles_a, taken_a, piles_b, taken_b):
+    """`standard_chain` for two deals stepped together, then each finished alone."""
+    taken_a[CENTRE] = 1
+    taken_b[CENTRE] = 1
+    card_a = piles_a[CENTRE * PILE_SIZE]
+    card_b = piles_b[CENTRE * PILE_SIZE]
+    turned = 1
+    while True:
+        slot_a = taken_a[card_a]
+        slot_b = taken_b[card_b]
+        if slot_a == PILE_SIZE or slot_b == PILE_SIZE:
+            break
+        taken_a[card_a] = slot_a + 1
+        taken_b[card_b] = slot_b + 1
+        turned += 1
+        card_a = piles_a[card_a * PILE_SIZE + slot_a]
+        card_b = piles_b[card_b * PILE_SIZE + slot_b]
+    turned_a, death_a = continue_chain(piles_a, taken_a, card_a, turned)
+    turned_b, death_b = continue_chain(piles_b, taken_b, card_b, turned)
+    return turned_a, death_a, turned_b, death_b
 
 
 @nb.njit(cache=True)
@@ -307,20 +349,22 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`;
     ``tables`` = `scheme_tables()`.
     """
-    positions, ranges, ends, thresholds = tables
+    positions, ranges, thresholds = tables
     n_cells = cell_codes.shape[0]
-    ranks = np.empty(N_CARDS, dtype=np.uint8)
-    words = np.empty(4 * ((ends.shape[0] + 3) // 4) + 4, dtype=np.uint64)
-    draws = np.empty(N_CARDS, dtype=np.uint64)
-    piles = np.empty(N_PILES * PILE_SIZE, dtype=np.uint8)
-    taken = np.zeros(N_PILES, dtype=np.uint8)
-    scratch = np.zeros(N_PILES, dtype=np.uint8)
-    down = np.zeros(N_PILES, dtype=np.int64)
-    bottom_home = np.zeros(N_PILES, dtype=np.int64)
-    is_winner = np.zeros(N_PILES, dtype=np.bool_)
-    # Per deal and order: each rescue mode's continuation from each pile, computed once.
+    ranks = np.zeros((2, N_CARDS), dtype=np.uint8)
+    words = np.empty(4 * SHUFFLE_BLOCKS + 4, dtype=np.uint64)
+    draws = np.empty(ranges.shape[0], dtype=np.uint64)
+    pair_piles = np.zeros((2, N_PILES * PILE_SIZE), dtype=np.uint8)
+    pair_taken = np.zeros((2, N_PILES), dtype=np.uint8)
+    piles = np.empty(N_PILES * PILE_SIZE, dtype=np.uint8)  # the deal being recorded
+    taken = np.empty(N_PILES, dtype=np.uint8)
+    scratch_taken = np.empty(N_PILES, dtype=np.uint8)  # `taken` for a continuation
+    down = np.zeros(N_PILES, dtype=np.int64)  # face-down counts at the first death
+    bottom_home = np.zeros(N_PILES, dtype=np.int64)  # home of each pile's bottom card
+    is_winner = np.zeros(N_PILES, dtype=np.bool_)  # piles a watch rescue wins from
+    # Each rescue mode's continuation from each pile, computed once per deal and order.
     memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
-    memo_deal = np.full((N_MODES, N_HOURS), -1, dtype=np.int64)
+    memo_done = np.zeros((N_MODES, N_HOURS), dtype=np.bool_)
     n_orders = positions.shape[0]
     uses_order = np.zeros(n_orders, dtype=np.bool_)
     uses_random = needs_winners = any_rescue = False
@@ -332,132 +376,155 @@ def play_cells(seed, first, count, cell_codes, tables, out):
         needs_winners |= cell_codes[c, 1] >= INFORMED or (
             cell_codes[c, 1] >= 0 and cell_codes[c, 2] == FINALE_UP
         )
-    stamp = 0  # identifies (deal, order) in the memo
+    ranks_a, ranks_b = ranks[0], ranks[1]
+    piles_a, piles_b = pair_piles[0], pair_piles[1]
+    taken_a, taken_b = pair_taken[0], pair_taken[1]
 
-    for d in range(count):
-        deal = first + np.uint64(d)
-        shuffle_ranks(seed, deal, ranks, words, draws, ranges, ends, thresholds)
+    # Deals go two at a time: a chain is a run of dependent loads, so two independent
+    # chains stepped together take little longer than one.
+    for d0 in range(0, count, 2):
+        pair = min(2, count - d0)
+        shuffle_ranks(seed, first + np.uint64(d0), ranks_a, words, draws, ranges, thresholds)
+        if pair == 2:
+            shuffle_ranks(
+                seed, first + np.uint64(d0 + 1), ranks_b, words, draws, ranges, thresholds
+            )
         for order in range(n_orders):
             if not uses_order[order]:
                 continue
-            stamp += 1
             for k in range(N_PILES * PILE_SIZE):
-                piles[k] = ranks[positions[order, k]]
+                piles_a[k] = ranks_a[positions[order, k]]
+                piles_b[k] = ranks_b[positions[order, k]]
             for q in range(N_PILES):
-                taken[q] = 0
+                taken_a[q] = 0
+                taken_b[q] = 0
             # The standard chain, shared by every cell of this order up to its first death.
-            turned, death = standard_chain(piles, taken)
-            down_at_stop = N_CARDS - turned
-
-            clockwise = most = fewest = random_pile = first_winner = -1
-            if any_rescue and down_at_stop > 0:
-                n_eligible = 0
-                for q in range(N_PILES):
-                    down[q] = PILE_SIZE - taken[q]
-                    bottom_home[q] = piles[q * PILE_SIZE + PILE_SIZE - 1] if down[q] > 0 else q
-                    if q < N_HOURS and down[q] > 0:
-                        n_eligible += 1
-                        if clockwise < 0:
-                            clockwise = q
-                        if most < 0 or down[q] > down[most]:
-                            most = q
-                        if fewest < 0 or down[q] < down[fewest]:
-                            fewest = q
-                if uses_random:
-                    pick = strategy_draw(seed, deal, n_eligible, words[words.shape[0] - 4 :])
-                    for q in range(N_HOURS):
-                        if down[q] > 0:
-                            if pick == 0:
-                                random_pile = q
-                                break
-                            pick -= 1
-                if needs_winners:
-                    first_winner = watch_winners(bottom_home, down, is_winner)
-
-            for c in range(n_cells):
-                if cell_codes[c, 3] != order:
-                    continue
-                variant = cell_codes[c, 0]
-                out[0, c, d] = down_at_stop == 0
-                out[1, c, d] = turned
-                out[2, c, d] = down_at_stop
-                out[3, c, d] = 0
-                out[4, c, d] = 0
-                out[5, c, d] = 0
-                out[6, c, d] = -1
-                out[7, c, d] = -1
-                if variant == PLAY_OUT:
-                    restarts, stray = play_out(piles, taken, scratch, down_at_stop)
-                    out[1, c, d] = N_CARDS
-                    out[6, c, d] = restarts
-                    out[7, c, d] = stray + (death != CENTRE)
-                if variant == STANDARD or variant == PLAY_OUT or down_at_stop == 0:
-                    continue
-
-                # A rescue variant: pick the pile, then play (or recall) its continuation.
-                strategy = cell_codes[c, 1]
-                if variant == WATCH:
-                    mode = MODE_WATCH
-                elif variant == ONE_SWAP:
-                    mode = MODE_ONE_SWAP
-                elif cell_codes[c, 4] == DEPTH_TOP:
-                    mode = MODE_EXCHANGE_TOP
-                else:
-                    mode = MODE_EXCHANGE_BOTTOM
-                if strategy == CLOCKWISE:
-                    pile = clockwise
-                elif strategy == RANDOM:
-                    pile = random_pile
-                elif strategy == MOST:
-                    pile = most
-                elif strategy == FEWEST:
-                    pile = fewest
-                elif mode != MODE_EXCHANGE_TOP:
-                    # informed / oracle: watch, one_swap and exchange at the bottom all win
-                    # from the same piles (the king ends up below the rescue pile's cards).
-                    pile = first_winner if first_winner >= 0 else most
-                else:
-                    # At the top, the king comes back at the pile's next turn: only a pile
-                    # with one card left can win.
-                    pile = most
-                    for q in range(N_HOURS):
-                        if is_winner[q] and down[q] == 1:
-                            pile = q
-                            break
-                wins_here = is_winner[pile] and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
-
-                if memo_deal[mode, pile] != stamp:
+            turned_a, death_a, turned_b, death_b = standard_chains(
+                piles_a, taken_a, piles_b, taken_b
+            )
+            for i in range(pair):
+                # This deal's piles and first death into the working arrays.
+                d = d0 + i
+                deal = first + np.uint64(d)
+                if any_rescue:
+                    for k in range(N_PILES * PILE_SIZE):
+                        piles[k] = piles_a[k] if i == 0 else piles_b[k]
                     for q in range(N_PILES):
-                        scratch[q] = taken[q]
-                    swap_pile = swap_slot = tucked = -1
-                    if mode == MODE_WATCH or mode == MODE_ONE_SWAP:
-                        if mode == MODE_ONE_SWAP:
-                            tucked = pile
-                        slot = scratch[pile]
-                        scratch[pile] = slot + 1
+                        taken[q] = taken_a[q] if i == 0 else taken_b[q]
+                turned = turned_a if i == 0 else turned_b
+                death = death_a if i == 0 else death_b
+                down_at_stop = N_CARDS - turned
+
+                clockwise = most = fewest = random_pile = first_winner = -1
+                if any_rescue and down_at_stop > 0:
+                    memo_done[:, :] = False
+                    n_eligible = 0
+                    for q in range(N_PILES):
+                        down[q] = PILE_SIZE - taken[q]
+                        bottom_home[q] = piles[q * PILE_SIZE + PILE_SIZE - 1] if down[q] > 0 else q
+                        if q < N_HOURS and down[q] > 0:
+                            n_eligible += 1
+                            if clockwise < 0:
+                                clockwise = q
+                            if most < 0 or down[q] > down[most]:
+                                most = q
+                            if fewest < 0 or down[q] < down[fewest]:
+                                fewest = q
+                    if uses_random:
+                        pick = strategy_draw(seed, deal, n_eligible, words[words.shape[0] - 4 :])
+                        for q in range(N_HOURS):
+                            if down[q] > 0:
+                                if pick == 0:
+                                    random_pile = q
+                                    break
+                                pick -= 1
+                    if needs_winners:
+                        first_winner = watch_winners(bottom_home, down, is_winner)
+
+                for c in range(n_cells):
+                    if cell_codes[c, 3] != order:
+                        continue
+                    variant = cell_codes[c, 0]
+                    out[0, c, d] = down_at_stop == 0
+                    out[1, c, d] = turned
+                    out[2, c, d] = down_at_stop
+                    out[3, c, d] = 0
+                    out[4, c, d] = 0
+                    out[5, c, d] = 0
+                    out[6, c, d] = -1
+                    out[7, c, d] = -1
+                    if variant == PLAY_OUT:
+                        restarts, stray = play_out(piles, taken, scratch_taken, down_at_stop)
+                        out[1, c, d] = N_CARDS
+                        out[6, c, d] = restarts
+                        out[7, c, d] = stray + (death != CENTRE)
+                    if variant == STANDARD or variant == PLAY_OUT or down_at_stop == 0:
+                        continue
+
+                    # A rescue variant: pick the pile, then play (or recall) its continuation.
+                    strategy = cell_codes[c, 1]
+                    if variant == WATCH:
+                        mode = MODE_WATCH
+                    elif variant == ONE_SWAP:
+                        mode = MODE_ONE_SWAP
+                    elif cell_codes[c, 4] == DEPTH_TOP:
+                        mode = MODE_EXCHANGE_TOP
                     else:
-                        swap_pile = pile
-                        swap_slot = PILE_SIZE - 1 if mode == MODE_EXCHANGE_BOTTOM else taken[pile]
-                        slot = swap_slot
-                    end_turned, _ = rescue_chain(
-                        piles, scratch, piles[pile * PILE_SIZE + slot], turned + 1,
-                        swap_pile, swap_slot, tucked,
-                    )
-                    memo_turned[mode, pile] = end_turned
-                    memo_deal[mode, pile] = stamp
-                end_turned = memo_turned[mode, pile]
-                # `watch` turns 52 cards to win; the others turn the fourth king twice.
-                out[0, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
-                out[1, c, d] = end_turned
-                out[3, c, d] = pile + 1
-                if cell_codes[c, 2] == FINALE_UP:
-                    out[4, c, d] = wins_here
-                    out[5, c, d] = 1
-                elif mode == MODE_EXCHANGE_TOP and down[pile] > 1:
-                    out[5, c, d] = 1
-                else:
-                    out[4, c, d] = down[pile]
-                    out[5, c, d] = down_at_stop
+                        mode = MODE_EXCHANGE_BOTTOM
+                    if strategy == CLOCKWISE:
+                        pile = clockwise
+                    elif strategy == RANDOM:
+                        pile = random_pile
+                    elif strategy == MOST:
+                        pile = most
+                    elif strategy == FEWEST:
+                        pile = fewest
+                    elif mode != MODE_EXCHANGE_TOP:
+                        # informed / oracle: watch, one_swap and exchange at the bottom all win
+                        # from the same piles (the king ends up below the rescue pile's cards).
+                        pile = first_winner if first_winner >= 0 else most
+                    else:
+                        # At the top, the king comes back at the pile's next turn: only a pile
+                        # with one card left can win.
+                        pile = most
+                        for q in range(N_HOURS):
+                            if is_winner[q] and down[q] == 1:
+                                pile = q
+                                break
+                    wins_here = is_winner[pile] and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
+
+                    if not memo_done[mode, pile]:
+                        for q in range(N_PILES):
+                            scratch_taken[q] = taken[q]
+                        swap_pile = swap_slot = tucked = -1
+                        if mode == MODE_WATCH or mode == MODE_ONE_SWAP:
+                            if mode == MODE_ONE_SWAP:
+                                tucked = pile
+                            slot = scratch_taken[pile]
+                            scratch_taken[pile] = slot + 1
+                        else:
+                            swap_pile = pile
+                            swap_slot = PILE_SIZE - 1 if mode == MODE_EXCHANGE_BOTTOM else taken[pile]
+                            slot = swap_slot
+                        end_turned, _ = rescue_chain(
+                            piles, scratch_taken, piles[pile * PILE_SIZE + slot], turned + 1,
+                            swap_pile, swap_slot, tucked,
+                        )
+                        memo_turned[mode, pile] = end_turned
+                        memo_done[mode, pile] = True
+                    end_turned = memo_turned[mode, pile]
+                    # `watch` turns 52 cards to win; the others turn the fourth king twice.
+                    out[0, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
+                    out[1, c, d] = end_turned
+                    out[3, c, d] = pile + 1
+                    if cell_codes[c, 2] == FINALE_UP:
+                        out[4, c, d] = wins_here
+                        out[5, c, d] = 1
+                    elif mode == MODE_EXCHANGE_TOP and down[pile] > 1:
+                        out[5, c, d] = 1
+                    else:
+                        out[4, c, d] = down[pile]
+                        out[5, c, d] = down_at_stop
     return out
 
 
@@ -499,11 +566,11 @@ def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.n
 
 @nb.njit(cache=True)
 def _deck_ranks(seed, first, count, tables, decks):
-    _, ranges, ends, thresholds = tables
-    words = np.empty(4 * ((ends.shape[0] + 3) // 4) + 4, dtype=np.uint64)
-    draws = np.empty(N_CARDS, dtype=np.uint64)
+    _, ranges, thresholds = tables
+    words = np.empty(4 * SHUFFLE_BLOCKS + 4, dtype=np.uint64)
+    draws = np.empty(ranges.shape[0], dtype=np.uint64)
     for d in range(count):
-        shuffle_ranks(seed, first + np.uint64(d), decks[d], words, draws, ranges, ends, thresholds)
+        shuffle_ranks(seed, first + np.uint64(d), decks[d], words, draws, ranges, thresholds)
     return decks
 
 

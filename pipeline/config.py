@@ -1,0 +1,391 @@
+"""Sweep configs: a TOML file, checked against one schema, expanded to cells, hashed.
+
+A config names a sweep and says which deals to play under which rules:
+
+    name = "quick"                # letters, digits, '.', '_', '-'; the default output dir
+    seed = 20240601               # unsigned 64-bit
+    deals = 1_000_000             # how many deals ...
+    first = 0                     # ... from which deal number (default 0)
+    shard_size = 50_000           # deals per shard, one Ray task each (default 1_000_000)
+    record = "deals"              # "deals" (one row per deal x cell) or "summary" (counts)
+    output = "results/quick"      # a path or a pyarrow.fs URI (default results/<name>)
+
+    [grid]                        # lists; the sweep plays every meaningful combination
+    variant = ["standard", "watch"]
+    strategy = ["clockwise", "most"]
+    finale = ["down", "up"]
+    order = ["round-robin"]
+    depth = ["bottom"]            # exchange only
+
+    [ray]                         # optional
+    address = "127.0.0.1:6379"    # an existing cluster (default: a local instance)
+    num_cpus = 2                  # CPUs of the local instance (default: all)
+    max_retries = 3               # further attempts of a failed shard
+
+Every mistake is a `ConfigError` whose message is one line naming the key and what it
+allows. `--set KEY=VALUE` overrides take the same path through the same checks. The config
+hash covers what decides the results (seed, deals, shards, record mode, cells, deal-scheme
+and result-schema versions), not where they go or which cluster plays them, so a sweep can
+be resumed from another machine but never mixed with another sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from itertools import product
+
+from pipeline import rules
+from pipeline.rules import Cell
+
+U64_LIMIT = 1 << 64
+RECORD_MODES = ("deals", "summary")
+URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DEFAULT_SHARD_SIZE = 1_000_000
+DEFAULT_MAX_RETRIES = 3
+
+# The grid's axes: the rules' own tuples of names, and what an absent axis means.
+GRID_AXES = {
+    "variant": (rules.VARIANTS, ("standard",)),
+    "strategy": (rules.STRATEGIES, rules.STRATEGIES),
+    "finale": (rules.FINALES, ("down",)),
+    "order": (rules.ORDERS, ("round-robin",)),
+    "depth": (rules.DEPTHS, ("bottom",)),
+}
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message is one line naming the key and what is allowed."""
+
+
+# --- The schema: key -> (kind, what it allows, default) -----------------------------------
+
+INT, STR, NAMES = "int", "str", "names"
+
+TOP_KEYS = {
+    "name": (STR, "a name of letters, digits, '.', '_', '-'"),
+    "seed": (INT, "an unsigned 64-bit integer (0 to 2**64-1)"),
+    "deals": (INT, "a number of deals, at least 1"),
+    "first": (INT, "the first deal number, an unsigned 64-bit integer"),
+    "shard_size": (INT, "deals per shard, at least 1"),
+    "record": (STR, f"one of {', '.join(RECORD_MODES)}"),
+    "output": (STR, "a directory path or a pyarrow.fs URI (" + ", ".join(URI_SCHEMES) + ")"),
+}
+TABLE_KEYS = {
+    "grid": {axis: (NAMES, f"a list of: {', '.join(names)}") for axis, (names, _) in GRID_AXES.items()},
+    "ray": {
+        "address": (STR, "a Ray cluster address such as 127.0.0.1:6379, or 'auto'"),
+        "num_cpus": (INT, "CPUs for the local Ray instance, at least 1"),
+        "max_retries": (INT, "further attempts of a failed shard, 0 or more"),
+    },
+}
+REQUIRED = ("name", "seed", "deals")
+
+
+def kind_of(key: str) -> tuple[str, str]:
+    """The kind and the allowed values of a dotted key; ConfigError for an unknown one."""
+    table, dot, leaf = key.partition(".")
+    if not dot:
+        if key in TOP_KEYS:
+            return TOP_KEYS[key]
+        if key in TABLE_KEYS:
+            raise ConfigError(f"{key}: is a table; set one of its keys "
+                              f"({', '.join(f'{key}.{k}' for k in TABLE_KEYS[key])})")
+        raise ConfigError(f"{key}: unknown key; allowed: {', '.join([*TOP_KEYS, *TABLE_KEYS])}")
+    if table not in TABLE_KEYS:
+        raise ConfigError(f"{table}: unknown table; allowed: {', '.join(TABLE_KEYS)}")
+    if leaf not in TABLE_KEYS[table]:
+        raise ConfigError(f"{key}: unknown key; allowed: "
+                          f"{', '.join(f'{table}.{k}' for k in TABLE_KEYS[table])}")
+    return TABLE_KEYS[table][leaf]
+
+
+# --- The resolved config ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A checked config with every default filled in and its grid expanded to cells."""
+
+    name: str
+    seed: int
+    first: int
+    deals: int
+    shard_size: int
+    record: str
+    output: str
+    grid: dict[str, tuple[str, ...]]
+    cells: tuple[Cell, ...]
+    ray: dict = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def max_retries(self) -> int:
+        return self.ray.get("max_retries", DEFAULT_MAX_RETRIES)
+
+    @property
+    def n_shards(self) -> int:
+        return -(-self.deals // self.shard_size)
+
+    def resolved(self) -> dict:
+        """The config as plain data, defaults filled in: what run.json records."""
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "first": self.first,
+            "deals": self.deals,
+            "shard_size": self.shard_size,
+            "record": self.record,
+            "output": self.output,
+            "grid": {axis: list(values) for axis, values in self.grid.items()},
+            "ray": dict(self.ray),
+        }
+
+    def identity(self) -> dict:
+        """What decides the results, and nothing else: the content the config hash covers."""
+        from pipeline import deals
+
+        return {
+            "seed": self.seed,
+            "first": self.first,
+            "deals": self.deals,
+            "shard_size": self.shard_size,
+            "record": self.record,
+            "cells": [cell_record(cell) for cell in self.cells],
+            "deal_scheme": deals.SCHEME_VERSION,
+            "result_schema": result_schema_version(self.record),
+        }
+
+    @property
+    def hash(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def result_schema_version(record: str) -> str:
+    """The version of what a record mode writes: the per-deal schema, or the summary tables."""
+    if record == "deals":
+        from pipeline import schema
+
+        return schema.RESULT_SCHEMA_VERSION
+    from pipeline import summary
+
+    return getattr(summary, "SUMMARY_SCHEMA_VERSION", "clocksweep-summary/unversioned")
+
+
+def cell_record(cell: Cell) -> dict:
+    return {
+        "variant": cell.variant,
+        "strategy": cell.strategy,
+        "finale": cell.finale,
+        "order": cell.order,
+        "depth": cell.depth,
+    }
+
+
+# --- Loading ------------------------------------------------------------------------------
+
+
+def load(path: str, overrides: tuple[str, ...] | list[str] = ()) -> SweepConfig:
+    """The config at ``path`` with ``KEY=VALUE`` overrides applied, checked and expanded."""
+    try:
+        with open(path, "rb") as file:
+            raw = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    for override in overrides:
+        apply_override(raw, override)
+    return from_dict(raw, source=path)
+
+
+def apply_override(raw: dict, override: str) -> None:
+    """Set one ``KEY=VALUE`` in the raw config, the value read as the key's kind."""
+    key, equals, text = override.partition("=")
+    key = key.strip()
+    if not equals or not key:
+        raise ConfigError(f"--set: {override!r} is not KEY=VALUE (e.g. deals=1000000, "
+                          "grid.strategy=most,random)")
+    kind, allowed = kind_of(key)
+    text = text.strip()
+    if kind == INT:
+        value = parse_int(key, text, allowed)
+    elif kind == NAMES:
+        value = [item.strip() for item in text.split(",")]
+        if not text or any(not item for item in value):
+            raise ConfigError(f"{key}: {text!r} is not a comma-separated list; expected {allowed}")
+    else:
+        value = text
+    table, dot, leaf = key.partition(".")
+    if dot:
+        target = raw.setdefault(table, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"{table}: expected a table of keys, got {type(target).__name__}")
+        target[leaf] = value
+    else:
+        raw[key] = value
+
+
+def parse_int(key: str, text: str, allowed: str) -> int:
+    """An integer from the command line: 1000000, 1_000_000 or 1e6."""
+    digits = text.replace("_", "")
+    if digits.isdigit():
+        return int(digits)
+    try:
+        number = float(digits)
+    except ValueError:
+        number = None
+    if number is not None and number.is_integer() and 0 <= number < 2**53:
+        return int(number)
+    raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
+
+
+def from_dict(raw: dict, source: str = "") -> SweepConfig:
+    """Check a raw config (as TOML reads it) and resolve it."""
+    for key, value in raw.items():
+        if key not in TABLE_KEYS:
+            kind_of(key)  # unknown keys fail here
+            continue
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a table [{key}] with keys "
+                              f"{', '.join(TABLE_KEYS[key])}")
+        for leaf in value:
+            kind_of(f"{key}.{leaf}")
+    for key in REQUIRED:
+        if key not in raw:
+            raise ConfigError(f"{key}: missing; expected {TOP_KEYS[key][1]}")
+
+    name = checked_str(raw, "name")
+    if not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"name: {name!r} is not allowed; expected {TOP_KEYS['name'][1]}")
+    seed = checked_int(raw, "seed", 0, U64_LIMIT - 1)
+    deals = checked_int(raw, "deals", 1, U64_LIMIT)
+    first = checked_int(raw, "first", 0, U64_LIMIT - 1, default=0)
+    if first + deals > U64_LIMIT:
+        raise ConfigError(f"deals: first + deals runs past 2**64 ({first} + {deals}); "
+                          "deal numbers are unsigned 64-bit")
+    shard_size = checked_int(raw, "shard_size", 1, U64_LIMIT, default=DEFAULT_SHARD_SIZE)
+    record = checked_str(raw, "record", default="deals")
+    if record not in RECORD_MODES:
+        raise ConfigError(f"record: {record!r} is not known; allowed: {', '.join(RECORD_MODES)}")
+    output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
+
+    grid_raw = raw.get("grid", {})
+    grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES}
+    cells = expand(grid)
+
+    ray_raw = raw.get("ray", {})
+    ray = {}
+    if "address" in ray_raw:
+        ray["address"] = checked_str(ray_raw, "address", key_name="ray.address")
+        if not ray["address"]:
+            raise ConfigError(f"ray.address: empty; expected {TABLE_KEYS['ray']['address'][1]}")
+    if "num_cpus" in ray_raw:
+        ray["num_cpus"] = checked_int(ray_raw, "num_cpus", 1, 1 << 16, key_name="ray.num_cpus")
+    ray["max_retries"] = checked_int(ray_raw, "max_retries", 0, 100,
+                                     default=DEFAULT_MAX_RETRIES, key_name="ray.max_retries")
+    return SweepConfig(
+        name=name, seed=seed, first=first, deals=deals, shard_size=shard_size, record=record,
+        output=output, grid=grid, cells=cells, ray=ray, source=source,
+    )
+
+
+def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
+    """``raw[key]`` as an integer in [low, high]; TOML integers only (no floats, no bools)."""
+    key_name = key_name or key
+    allowed = kind_of(key_name)[1]
+    if key not in raw:
+        return default
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
+    if not low <= value <= high:
+        raise ConfigError(f"{key_name}: {value} is out of range; expected {allowed}")
+    return value
+
+
+def checked_str(raw, key, default=None, key_name=None) -> str:
+    key_name = key_name or key
+    if key not in raw:
+        return default
+    value = raw[key]
+    if not isinstance(value, str):
+        raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; "
+                          f"expected {kind_of(key_name)[1]}")
+    return value
+
+
+def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
+    """A grid axis: known names, deduplicated, in the rules' order (so the hash ignores order)."""
+    names, default = GRID_AXES[axis]
+    value = grid_raw.get(axis, default)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"grid.{axis}: {value!r} is not a list of names; "
+                          f"expected a list of: {', '.join(names)}")
+    if not value:
+        raise ConfigError(f"grid.{axis}: empty; expected a list of: {', '.join(names)}")
+    for item in value:
+        if item not in names:
+            raise ConfigError(f"grid.{axis}: {item!r} is not known; allowed: {', '.join(names)}")
+    return tuple(name for name in names if name in value)
+
+
+def checked_output(output: str) -> str:
+    """A local directory we could create, or a URI of a pyarrow.fs scheme."""
+    if not output:
+        raise ConfigError(f"output: empty; expected {TOP_KEYS['output'][1]}")
+    scheme, sep, rest = output.partition("://")
+    if sep and scheme not in URI_SCHEMES:
+        raise ConfigError(f"output: URI scheme {scheme!r} is not supported; "
+                          f"allowed: {', '.join(URI_SCHEMES)}")
+    if sep and scheme != "file":
+        return output  # object stores are checked when the run opens them
+    path = os.path.abspath(rest if sep else output)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"output: {output!r} exists and is not a directory; "
+                          "expected a directory path")
+    ancestor = path
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ConfigError(f"output: {output!r} cannot be created: {ancestor!r} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"output: {output!r} cannot be written: no permission on {ancestor!r}")
+    return output
+
+
+def expand(grid: dict[str, tuple[str, ...]]) -> tuple[Cell, ...]:
+    """Every meaningful cell of the grid, in the rules' order; ConfigError if there is none.
+
+    Strategies apply to rescue variants only, depths to `exchange` only; other combinations
+    (such as `informed` with face-down finales) are left out, since the rules forbid them.
+    """
+    cells = []
+    refusals = []
+    for order, finale, variant in product(grid["order"], grid["finale"], grid["variant"]):
+        strategies = grid["strategy"] if variant in rules.RESCUE_VARIANTS else (None,)
+        depths = grid["depth"] if variant == "exchange" else (None,)
+        for strategy, depth in product(strategies, depths):
+            try:
+                cells.append(Cell(variant, strategy, finale, order, depth))
+            except rules.RuleError as refusal:
+                refusals.append(str(refusal))
+    if not cells:
+        why = f": {refusals[0]}" if refusals else ""
+        raise ConfigError(f"grid: expands to no cell that the rules allow{why}")
+    return tuple(cells)
+
+
+def toml_type(value) -> str:
+    return {
+        bool: "boolean", int: "integer", float: "float", str: "string", list: "array",
+        dict: "table",
+    }.get(type(value), type(value).__name__)
