@@ -52,6 +52,7 @@ DEPTH_TOP = rules.DEPTHS.index("top")
 # Rescue modes: how the rescue changes the piles. Cells of one mode share continuations.
 MODE_WATCH, MODE_ONE_SWAP, MODE_EXCHANGE_BOTTOM, MODE_EXCHANGE_TOP = range(4)
 N_MODES = 4
+NO_RESCUE = -1
 
 
 
@@ -198,16 +199,24 @@ def shuffle_ranks(seed, deal, ranks, words, draws, ranges, thresholds):
         ranks[j] = swap
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def strategy_draw(seed, deal, n, block_words):
-    """The `random` strategy's draw in [0, n), from its own stream (as `deals.strategy_draw`)."""
+    """The `random` strategy's draw in [0, n), from its own stream (as `deals.strategy_draw`).
+
+    ``block_words`` is scratch (uint64[4]).
+    """
     n64 = np.uint64(n)
-    threshold = np.uint64(deals.WORD_LIMIT) % n64
+    philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, block_words, 0)
     index = 0
     while True:
-        scaled = word_at(seed, deal, STREAM_STRATEGY, index, block_words) * n64
+        word = block_words[index] if index < 4 else word_at(
+            seed, deal, STREAM_STRATEGY, index, block_words
+        )
+        scaled = word * n64
         index += 1
-        if scaled & M32 >= threshold:
+        # Lemire: only a leftover under n can fall under 2**32 mod n, so the division is rare.
+        leftover = scaled & M32
+        if leftover >= n64 or leftover >= np.uint64(deals.WORD_LIMIT) % n64:
             return np.int64(scaled >> U32)
 
 
@@ -265,7 +274,7 @@ def standard_chains(piles_a, taken_a, piles_b, taken_b):
     return turned_a, death_a, turned_b, death_b
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def rescue_chain(piles, taken, card, turned, swap_pile, swap_slot, tucked_pile):
     """Deliver ``card`` and keep taking until a pile is empty: (cards turned, pile of death).
 
@@ -290,8 +299,8 @@ def rescue_chain(piles, taken, card, turned, swap_pile, swap_slot, tucked_pile):
             card = piles[pile * PILE_SIZE + slot]
 
 
-@nb.njit(cache=True)
-def watch_winners(bottom_home, down, is_winner):
+@nb.njit(cache=True, inline="always")
+def watch_winners(bottom_home, down, is_winner, jump, doubled):
     """Mark the hour piles from which a `watch` rescue wins; gives the first, or -1.
 
     The bottom cards of the piles that hold cards form a functional graph (each points at its
@@ -299,46 +308,46 @@ def watch_winners(bottom_home, down, is_winner):
     to p, with p's own pointer dropped, exactly when the graph is one component and p lies on
     its cycle. This is `rules.bottoms_reach` for every p at once, and a different route to
     the same answer, which the tests hold to the reference engine.
+
+    Sixteen steps from any pile land on its component's cycle (at most 12 piles hold cards),
+    and sixteen steps map each cycle onto itself, so the piles reached in exactly sixteen
+    steps are the cycles' piles. Pointer doubling finds them in four branch-free rounds;
+    ``jump`` and ``doubled`` are scratch.
     """
-    first = -1
+    for q in range(N_PILES):
+        jump[q] = bottom_home[q]
+    for _ in range(4):
+        for q in range(N_PILES):
+            doubled[q] = jump[jump[q]]
+        for q in range(N_PILES):
+            jump[q] = doubled[q]
+    start = -1
     for q in range(N_PILES):
         is_winner[q] = False
-    start = -1
-    n_holding = 0
     for q in range(N_HOURS):
         if down[q] > 0:
-            n_holding += 1
+            is_winner[jump[q]] = True
             if start < 0:
                 start = q
     if start < 0:
         return -1
-    # Walk 13 steps to be on the cycle, then mark the cycle.
-    pile = start
-    for _ in range(N_PILES):
-        pile = bottom_home[pile]
-    cycle_start = pile
-    n_cycle = 0
-    while True:
-        is_winner[pile] = True
-        n_cycle += 1
-        pile = bottom_home[pile]
-        if pile == cycle_start:
-            break
-    # One component: every holding pile reaches the cycle.
-    for q in range(N_HOURS):
-        if down[q] > 0 and not is_winner[q]:
-            pile = q
-            steps = 0
-            while not is_winner[pile] and steps < N_PILES:
-                pile = bottom_home[pile]
-                steps += 1
-            if not is_winner[pile]:
-                for r in range(N_PILES):
-                    is_winner[r] = False
-                return -1
+    first = -1
+    on_cycles = 0
     for q in range(N_HOURS):
         if is_winner[q]:
-            return q
+            on_cycles += 1
+            if first < 0:
+                first = q
+    # One component exactly when the start's cycle holds every cycle pile found.
+    pile = bottom_home[jump[start]]
+    cycle_length = 1
+    while pile != jump[start]:
+        pile = bottom_home[pile]
+        cycle_length += 1
+    if cycle_length != on_cycles:
+        for q in range(N_PILES):
+            is_winner[q] = False
+        return -1
     return first
 
 
@@ -360,11 +369,16 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     taken = np.empty(N_PILES, dtype=np.uint8)
     scratch_taken = np.empty(N_PILES, dtype=np.uint8)  # `taken` for a continuation
     down = np.zeros(N_PILES, dtype=np.int64)  # face-down counts at the first death
-    bottom_home = np.zeros(N_PILES, dtype=np.int64)  # home of each pile's bottom card
+    bottom_home = np.zeros(N_PILES, dtype=np.uint8)  # home of each pile's bottom card
     is_winner = np.zeros(N_PILES, dtype=np.bool_)  # piles a watch rescue wins from
+    jump = np.zeros(N_PILES, dtype=np.uint8)  # scratch for `watch_winners`
+    doubled = np.zeros(N_PILES, dtype=np.uint8)
+    strategy_words = np.zeros(4, dtype=np.uint64)  # the `random` strategy's first block
     # Each rescue mode's continuation from each pile, computed once per deal and order.
+    # An entry is current when its stamp is this deal's, which spares a reset per deal.
     memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
-    memo_done = np.zeros((N_MODES, N_HOURS), dtype=np.bool_)
+    memo_stamp = np.full((N_MODES, N_HOURS), -1, dtype=np.int64)
+    stamp = 0
     n_orders = positions.shape[0]
     uses_order = np.zeros(n_orders, dtype=np.bool_)
     uses_random = needs_winners = any_rescue = False
@@ -376,6 +390,16 @@ def play_cells(seed, first, count, cell_codes, tables, out):
         needs_winners |= cell_codes[c, 1] >= INFORMED or (
             cell_codes[c, 1] >= 0 and cell_codes[c, 2] == FINALE_UP
         )
+    cell_mode = np.full(n_cells, NO_RESCUE, dtype=np.int64)
+    for c in range(n_cells):
+        variant = cell_codes[c, 0]
+        if variant == WATCH:
+            cell_mode[c] = MODE_WATCH
+        elif variant == ONE_SWAP:
+            cell_mode[c] = MODE_ONE_SWAP
+        elif variant == EXCHANGE:
+            top = cell_codes[c, 4] == DEPTH_TOP
+            cell_mode[c] = MODE_EXCHANGE_TOP if top else MODE_EXCHANGE_BOTTOM
     ranks_a, ranks_b = ranks[0], ranks[1]
     piles_a, piles_b = pair_piles[0], pair_piles[1]
     taken_a, taken_b = pair_taken[0], pair_taken[1]
@@ -417,7 +441,7 @@ def play_cells(seed, first, count, cell_codes, tables, out):
 
                 clockwise = most = fewest = random_pile = first_winner = -1
                 if any_rescue and down_at_stop > 0:
-                    memo_done[:, :] = False
+                    stamp += 1
                     n_eligible = 0
                     for q in range(N_PILES):
                         down[q] = PILE_SIZE - taken[q]
@@ -431,7 +455,7 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                             if fewest < 0 or down[q] < down[fewest]:
                                 fewest = q
                     if uses_random:
-                        pick = strategy_draw(seed, deal, n_eligible, words[words.shape[0] - 4 :])
+                        pick = strategy_draw(seed, deal, n_eligible, strategy_words)
                         for q in range(N_HOURS):
                             if down[q] > 0:
                                 if pick == 0:
@@ -439,38 +463,28 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                                     break
                                 pick -= 1
                     if needs_winners:
-                        first_winner = watch_winners(bottom_home, down, is_winner)
+                        first_winner = watch_winners(bottom_home, down, is_winner, jump, doubled)
 
                 for c in range(n_cells):
                     if cell_codes[c, 3] != order:
                         continue
-                    variant = cell_codes[c, 0]
+                    # Fields that never vary for a cell were filled in before the loop.
                     out[0, c, d] = down_at_stop == 0
                     out[1, c, d] = turned
                     out[2, c, d] = down_at_stop
-                    out[3, c, d] = 0
-                    out[4, c, d] = 0
-                    out[5, c, d] = 0
-                    out[6, c, d] = -1
-                    out[7, c, d] = -1
-                    if variant == PLAY_OUT:
-                        restarts, stray = play_out(piles, taken, scratch_taken, down_at_stop)
-                        out[1, c, d] = N_CARDS
-                        out[6, c, d] = restarts
-                        out[7, c, d] = stray + (death != CENTRE)
-                    if variant == STANDARD or variant == PLAY_OUT or down_at_stop == 0:
+                    mode = cell_mode[c]
+                    if mode == NO_RESCUE:
+                        if cell_codes[c, 0] == PLAY_OUT:
+                            restarts, stray = play_out(piles, taken, scratch_taken, down_at_stop)
+                            out[1, c, d] = N_CARDS
+                            out[6, c, d] = restarts
+                            out[7, c, d] = stray + (death != CENTRE)
                         continue
+                    if down_at_stop == 0:
+                        continue
+                    strategy = cell_codes[c, 1]
 
                     # A rescue variant: pick the pile, then play (or recall) its continuation.
-                    strategy = cell_codes[c, 1]
-                    if variant == WATCH:
-                        mode = MODE_WATCH
-                    elif variant == ONE_SWAP:
-                        mode = MODE_ONE_SWAP
-                    elif cell_codes[c, 4] == DEPTH_TOP:
-                        mode = MODE_EXCHANGE_TOP
-                    else:
-                        mode = MODE_EXCHANGE_BOTTOM
                     if strategy == CLOCKWISE:
                         pile = clockwise
                     elif strategy == RANDOM:
@@ -493,7 +507,11 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                                 break
                     wins_here = is_winner[pile] and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
 
-                    if not memo_done[mode, pile]:
+                    if memo_stamp[mode, pile] != stamp and needs_winners and wins_here:
+                        # A winning continuation turns every card: no need to walk it.
+                        memo_turned[mode, pile] = N_CARDS + (mode != MODE_WATCH)
+                        memo_stamp[mode, pile] = stamp
+                    if memo_stamp[mode, pile] != stamp:
                         for q in range(N_PILES):
                             scratch_taken[q] = taken[q]
                         swap_pile = swap_slot = tucked = -1
@@ -511,7 +529,7 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                             swap_pile, swap_slot, tucked,
                         )
                         memo_turned[mode, pile] = end_turned
-                        memo_done[mode, pile] = True
+                        memo_stamp[mode, pile] = stamp
                     end_turned = memo_turned[mode, pile]
                     # `watch` turns 52 cards to win; the others turn the fourth king twice.
                     out[0, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
@@ -560,6 +578,8 @@ def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.n
         raise ValueError("deal: the range runs past 2**64 - 1")
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
     out = np.zeros((len(RESULT_FIELDS), len(cells), count), dtype=np.int8)
+    # The kernel writes only what varies: restarts and stray deaths are -1 but in play_out.
+    out[6:8] = -1
     play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
     return dict(zip(RESULT_FIELDS, out))
 
