@@ -273,4 +273,7 @@ def exact_values() -> list[dict]:
     for variant in HINT_VARIANTS:
         for strategy in COUNT_STRATEGIES:
             records.append(record(variant, strategy, "P(win)", rescue_win(strategy)))
+    # Exchanging the king for a pile's bottom card wins with the same chance d_p / U.
+    for strategy in COUNT_STRATEGIES:
+        records.append(record("exchange", strategy, "P(win) depth=bottom", rescue_win(strategy)))
     return records
