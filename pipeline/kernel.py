@@ -36,6 +36,9 @@ RESULT_FIELDS = {
     "restarts": "play_out restarts, -1 for other variants",
     "stray_deaths": "deaths not where the rules predict (first at the centre, later ones at "
     "their restart pile): play_out only, -1 elsewhere",
+    # Facts of the deal's standard play, the same for every cell of one deal order:
+    "kings_at_bottom": "hour piles whose bottom card is a king, as dealt",
+    "unvisited_at_third_king": "hours no card had been taken from when the third king was placed",
 }
 
 _VARIANT = {name: i for i, name in enumerate(rules.VARIANTS)}
@@ -221,30 +224,12 @@ def strategy_draw(seed, deal, n, block_words):
 
 
 @nb.njit(cache=True, inline="always")
-def standard_chain(piles, taken):
-    """Standard play from the centre's top card: (cards turned, pile of death).
-
-    The hot loop of every sweep: in standard play only the centre can run out, but the test
-    is the general one (the pile is empty), so the harness can check where it died.
-    """
-    taken[CENTRE] = 1
-    card = piles[CENTRE * PILE_SIZE]
-    turned = 1
+def continue_chain(piles, taken, limit, card, turned):
+    """Standard play onward from ``card`` in hand until a pile meets its ``limit`` of cards
+    taken: (cards turned, that pile)."""
     while True:
         slot = taken[card]
-        if slot == PILE_SIZE:
-            return turned, card
-        taken[card] = slot + 1
-        turned += 1
-        card = piles[card * PILE_SIZE + slot]
-
-
-@nb.njit(cache=True, inline="always")
-def continue_chain(piles, taken, card, turned):
-    """Standard play onward from ``card`` in hand: (cards turned, pile of death)."""
-    while True:
-        slot = taken[card]
-        if slot == PILE_SIZE:
+        if slot == limit[card]:
             return turned, card
         taken[card] = slot + 1
         turned += 1
@@ -252,26 +237,42 @@ def continue_chain(piles, taken, card, turned):
 
 
 @nb.njit(cache=True)
-def standard_chains(piles_a, taken_a, piles_b, taken_b):
-    """`standard_chain` for two deals stepped together, then each finished alone."""
+def standard_chains(piles_a, taken_a, piles_b, taken_b, limits):
+    """Standard play of two deals, stepped together: a chain is a run of dependent loads, so
+    two independent chains take little longer than one.
+
+    Gives, per deal: cards turned, the pile where the chain died, and the hours never visited
+    when the third king was placed. ``limits`` holds two rows of cards each pile may give:
+    the centre's three first, which stops the chain at the third king, then all four.
+    Only the centre can run out in standard play, but the test is the general one, so the
+    harness can check where the chain died.
+    """
     taken_a[CENTRE] = 1
     taken_b[CENTRE] = 1
     card_a = piles_a[CENTRE * PILE_SIZE]
     card_b = piles_b[CENTRE * PILE_SIZE]
-    turned = 1
-    while True:
-        slot_a = taken_a[card_a]
-        slot_b = taken_b[card_b]
-        if slot_a == PILE_SIZE or slot_b == PILE_SIZE:
-            break
-        taken_a[card_a] = slot_a + 1
-        taken_b[card_b] = slot_b + 1
-        turned += 1
-        card_a = piles_a[card_a * PILE_SIZE + slot_a]
-        card_b = piles_b[card_b * PILE_SIZE + slot_b]
-    turned_a, death_a = continue_chain(piles_a, taken_a, card_a, turned)
-    turned_b, death_b = continue_chain(piles_b, taken_b, card_b, turned)
-    return turned_a, death_a, turned_b, death_b
+    turned_a = turned_b = 1
+    unvisited_a = unvisited_b = 0
+    for phase in range(2):
+        limit = limits[phase]
+        while True:
+            slot_a = taken_a[card_a]
+            slot_b = taken_b[card_b]
+            if slot_a == limit[card_a] or slot_b == limit[card_b]:
+                break
+            taken_a[card_a] = slot_a + 1
+            taken_b[card_b] = slot_b + 1
+            turned_a += 1
+            turned_b += 1
+            card_a = piles_a[card_a * PILE_SIZE + slot_a]
+            card_b = piles_b[card_b * PILE_SIZE + slot_b]
+        turned_a, card_a = continue_chain(piles_a, taken_a, limit, card_a, turned_a)
+        turned_b, card_b = continue_chain(piles_b, taken_b, limit, card_b, turned_b)
+        if phase == 0:
+            for q in range(N_HOURS):
+                unvisited_a += taken_a[q] == 0
+                unvisited_b += taken_b[q] == 0
+    return turned_a, card_a, unvisited_a, turned_b, card_b, unvisited_b
 
 
 @nb.njit(cache=True, inline="always")
@@ -400,6 +401,8 @@ def play_cells(seed, first, count, cell_codes, tables, out):
         elif variant == EXCHANGE:
             top = cell_codes[c, 4] == DEPTH_TOP
             cell_mode[c] = MODE_EXCHANGE_TOP if top else MODE_EXCHANGE_BOTTOM
+    limits = np.full((2, N_PILES), PILE_SIZE, dtype=np.uint8)
+    limits[0, CENTRE] = PILE_SIZE - 1
     ranks_a, ranks_b = ranks[0], ranks[1]
     piles_a, piles_b = pair_piles[0], pair_piles[1]
     taken_a, taken_b = pair_taken[0], pair_taken[1]
@@ -422,9 +425,13 @@ def play_cells(seed, first, count, cell_codes, tables, out):
             for q in range(N_PILES):
                 taken_a[q] = 0
                 taken_b[q] = 0
+            kings_a = kings_b = 0
+            for q in range(N_HOURS):
+                kings_a += piles_a[q * PILE_SIZE + PILE_SIZE - 1] == KING
+                kings_b += piles_b[q * PILE_SIZE + PILE_SIZE - 1] == KING
             # The standard chain, shared by every cell of this order up to its first death.
-            turned_a, death_a, turned_b, death_b = standard_chains(
-                piles_a, taken_a, piles_b, taken_b
+            turned_a, death_a, unvisited_a, turned_b, death_b, unvisited_b = standard_chains(
+                piles_a, taken_a, piles_b, taken_b, limits
             )
             for i in range(pair):
                 # This deal's piles and first death into the working arrays.
@@ -437,6 +444,8 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                         taken[q] = taken_a[q] if i == 0 else taken_b[q]
                 turned = turned_a if i == 0 else turned_b
                 death = death_a if i == 0 else death_b
+                unvisited = unvisited_a if i == 0 else unvisited_b
+                kings_at_bottom = kings_a if i == 0 else kings_b
                 down_at_stop = N_CARDS - turned
 
                 clockwise = most = fewest = random_pile = first_winner = -1
@@ -472,6 +481,8 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                     out[0, c, d] = down_at_stop == 0
                     out[1, c, d] = turned
                     out[2, c, d] = down_at_stop
+                    out[8, c, d] = kings_at_bottom
+                    out[9, c, d] = unvisited
                     mode = cell_mode[c]
                     if mode == NO_RESCUE:
                         if cell_codes[c, 0] == PLAY_OUT:

@@ -11,7 +11,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from pipeline import deals, rules
-from pipeline.rules import CENTRE, N_PILES, Cell, card_text, home_of, pile_name
+from pipeline.rules import (
+    CENTRE,
+    KING,
+    N_HOURS,
+    N_PILES,
+    PILE_SIZE,
+    Cell,
+    card_text,
+    home_of,
+    pile_name,
+    rank_of,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ class DealResult:
     rescue_pile: int | None  # hour 1..12
     hint: Fraction | None
     restarts: int | None
+    kings_at_bottom: int = 0  # hour piles whose bottom card is a king, as dealt
+    unvisited_at_third_king: int = 0  # hours never taken from when the third king was placed
     deaths: tuple[int, ...] = ()  # pile index of every death, in order
     restart_piles: tuple[int, ...] = ()
 
@@ -58,6 +71,7 @@ class Table:
     set_aside: list[int] = field(default_factory=list)
     cards_turned: int = 0
     steps: list[Step] = field(default_factory=list)
+    unvisited_at_third_king: int | None = None
 
     def take(self, pile: int) -> None:
         """Take the top face-down card of a pile into hand."""
@@ -71,6 +85,11 @@ class Table:
             pile = home_of(self.hand)
             self.up[pile].append(self.hand)
             self.steps.append(Step("place", pile, self.hand))
+            if pile == CENTRE and len(self.up[CENTRE]) == 3 and self.unvisited_at_third_king is None:
+                # Seed 000's omen: hours still untouched when the third king shows.
+                self.unvisited_at_third_king = sum(
+                    len(self.down[hour]) == PILE_SIZE for hour in range(N_HOURS)
+                )
             self.hand = None
             if not self.down[pile]:
                 self.steps.append(Step("death", pile))
@@ -107,6 +126,7 @@ def play(seed: int, deal: int, cell: Cell, table: Table | None = None) -> DealRe
         table = Table(down=layout(seed, deal, cell.order))
     deaths, restart_piles = [], []
 
+    kings_at_bottom = sum(rank_of(table.down[hour][-1]) == KING for hour in range(N_HOURS))
     table.take(CENTRE)
     deaths.append(table.run_chain())
     down_at_stop = table.cards_down()
@@ -147,6 +167,8 @@ def play(seed: int, deal: int, cell: Cell, table: Table | None = None) -> DealRe
         rescue_pile=rescue_pile,
         hint=hint,
         restarts=restarts,
+        kings_at_bottom=kings_at_bottom,
+        unvisited_at_third_king=table.unvisited_at_third_king,
         deaths=tuple(deaths),
         restart_piles=tuple(restart_piles),
     )
