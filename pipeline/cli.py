@@ -40,7 +40,8 @@ class CleanGroup(click.Group):
 
 
 def parse_u64(name: str, text: str) -> int:
-    if not text.isdigit() or int(text) >= 1 << 64:
+    # isascii: str.isdigit() also accepts digits like '²' that int() refuses or reads oddly.
+    if not (text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
         raise InputError(f"{name}: {text!r} is not an unsigned 64-bit integer (0 to 2**64-1)")
     return int(text)
 
@@ -48,10 +49,15 @@ def parse_u64(name: str, text: str) -> int:
 def parse_range(text: str) -> range:
     """A deal range: ``7`` or ``0-1999`` (inclusive)."""
     first, dash, last = text.partition("-")
+    numbers = (first, last) if dash else (first,)
+    if not all(part.isascii() and part.isdigit() and int(part) < 1 << 64 for part in numbers):
+        raise InputError(
+            f"RANGE: {text!r} is not a deal number or FIRST-LAST range of unsigned 64-bit "
+            "integers (like 7 or 0-1999)"
+        )
     if not dash:
-        deal = parse_u64("RANGE", text)
-        return range(deal, deal + 1)
-    low, high = parse_u64("RANGE", first), parse_u64("RANGE", last)
+        return range(int(first), int(first) + 1)
+    low, high = int(first), int(last)
     if high < low:
         raise InputError(f"RANGE: {text!r} ends before it starts; write FIRST-LAST with FIRST <= LAST")
     return range(low, high + 1)
@@ -159,3 +165,68 @@ def bench(seconds, as_json):
         click.echo(json.dumps(figures))
         return
     click.echo(benchmarks.describe(figures))
+
+
+@cli.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key, e.g. deals=100000000 or grid.strategy=most,random.")
+@click.option("--dry-run", is_flag=True, help="Print the cells, shards and total deals; run nothing.")
+@click.option("--fresh", is_flag=True,
+              help="Replace the results of a different config in the output directory.")
+@click.option("--address", default=None, metavar="HOST:PORT",
+              help="An existing Ray cluster (default: RAY_ADDRESS, else a local instance).")
+def run(config_path, overrides, dry_run, fresh, address):
+    """Run a sweep: CONFIG (TOML) becomes sharded Ray tasks writing Parquet results.
+
+    Rerunning the same config resumes: committed shards that still verify are kept, the rest
+    are played. On a cluster, run it where the cluster is reachable, or submit it as a job:
+    `ray job submit --address http://HEAD:8265 --working-dir . -- clocksweep run CONFIG`
+    (the output must then be storage every node can reach: a shared path or a URI).
+    """
+    from pipeline import config as sweep_config
+    from pipeline import storage, sweep
+
+    try:
+        config = sweep_config.load(config_path, overrides)
+        if dry_run:
+            click.echo(sweep.describe_plan(config))
+            return
+        outcome = sweep.run(config, fresh=fresh, address=address)
+    except (sweep_config.ConfigError, storage.ResultsError) as error:
+        raise InputError(str(error)) from None
+    click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
+    if outcome.failed:
+        shown = ", ".join(str(index) for index in outcome.failed[:10])
+        click.echo(f"clocksweep: {len(outcome.failed)} shard(s) failed ({shown}); rerun the "
+                   "same command to retry them", err=True)
+        sys.exit(1)
+    click.echo(storage.Location(config.output).root)
+
+
+@cli.command()
+@click.argument("results_path", metavar="RESULTS")
+def validate(results_path):
+    """Check a results directory: every shard against the manifest, the deal ranges whole.
+
+    Names each problem (missing, truncated or altered files, wrong schema or rows, gaps or
+    overlaps in the deal ranges, files the manifest does not list). Exit status 0 if all is
+    well, 1 if problems were found, 2 if RESULTS is not a results directory.
+    """
+    from pipeline import storage
+
+    try:
+        problems, figures = storage.validate(results_path)
+    except storage.ResultsError as error:
+        raise InputError(str(error)) from None
+    for problem in problems:
+        click.echo(f"problem: {problem}")
+    per_row = figures["bytes_per_row"]
+    broken = f", {figures['broken']} with problems" if figures["broken"] else ""
+    click.echo(f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
+               f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
+               f"files, {figures['bytes']:,} bytes"
+               + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
+               + (f"; {len(problems)} problem(s)" if problems else "; valid"))
+    if problems:
+        sys.exit(1)

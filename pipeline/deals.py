@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 from pipeline.rules import N_CARDS
 
-SCHEME_VERSION = "philox4x32-10.batched-lemire.fisher-yates/1"
+SCHEME_VERSION = "philox4x32-10.batched-lemire.fisher-yates/2"
 
 STREAM_DEAL = 0
 STREAM_STRATEGY = 1

@@ -486,8 +486,10 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                     mode = cell_mode[c]
                     if mode == NO_RESCUE:
                         if cell_codes[c, 0] == PLAY_OUT:
-                            restarts, stray = play_out(piles, taken, scratch_taken, down_at_stop)
-                            out[1, c, d] = N_CARDS
+                            restarts, stray, later = play_out(
+                                piles, taken, scratch_taken, down_at_stop
+                            )
+                            out[1, c, d] = turned + later
                             out[6, c, d] = restarts
                             out[7, c, d] = stray + (death != CENTRE)
                         continue
@@ -559,11 +561,13 @@ def play_cells(seed, first, count, cell_codes, tables, out):
 
 @nb.njit(cache=True)
 def play_out(piles, taken, scratch, down_at_stop):
-    """`play_out` from the first death: (restarts, later deaths away from their restart pile)."""
+    """`play_out` from the first death: (restarts, later deaths away from their restart pile,
+    cards turned after the first death)."""
     for q in range(N_PILES):
         scratch[q] = taken[q]
     restarts = 0
     stray = 0
+    turned_after = 0
     left = down_at_stop
     while left > 0:
         # Restart at hour 1, or the first hour clockwise from it that holds a card.
@@ -576,9 +580,10 @@ def play_out(piles, taken, scratch, down_at_stop):
         turned, died = rescue_chain(
             piles, scratch, piles[restart * PILE_SIZE + slot], 1, -1, -1, -1
         )
+        turned_after += turned
         left -= turned
         stray += died != restart
-    return restarts, stray
+    return restarts, stray, turned_after
 
 
 def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.ndarray]:

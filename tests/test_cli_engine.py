@@ -1,0 +1,259 @@
+"""The `clocksweep` command line (pipeline/cli.py): deal, odds, bench, and every bad input.
+
+Driven with click's CliRunner, as the click docs recommend. The group runs its commands with
+standalone_mode=False and turns every error into one line and `sys.exit(2)`; CliRunner
+captures that SystemExit as `result.exit_code`. The interfaces checked here are those of
+SPEC section 8.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline import deals, odds, reference, rules
+from pipeline.cli import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+# --- Help ---------------------------------------------------------------------------------
+
+
+def test_help_lists_the_commands():
+    result = run("--help")
+    assert result.exit_code == 0, result.output
+    for command in ("deal", "odds", "bench"):
+        assert command in result.output
+
+
+@pytest.mark.parametrize("command", ["deal", "odds", "bench"])
+def test_command_help(command):
+    result = run(command, "--help")
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+
+
+def test_help_is_fast_and_loads_no_heavy_module():
+    executable = shutil.which("clocksweep")
+    assert executable, "the clocksweep console script is not installed"
+    start = time.perf_counter()
+    done = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=30)
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0 and "deal" in done.stdout
+    assert elapsed < 2.0, f"clocksweep --help took {elapsed:.2f} s"
+
+    probe = (
+        "import pipeline.cli, sys; "
+        "print(sorted(m for m in ('numba', 'ray', 'polars') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# --- deal ---------------------------------------------------------------------------------
+
+
+def reference_piles(seed: int, deal: int, order: str) -> list[list[str]]:
+    return [[rules.card_text(c) for c in pile] for pile in reference.layout(seed, deal, order)]
+
+
+@pytest.mark.parametrize("order", rules.ORDERS)
+def test_deal_json_fields(order):
+    result = run("deal", "--seed", "1", "7", "--order", order, "--json")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert list(record) == ["seed", "deal", "scheme", "order", "piles"]
+    assert record["seed"] == 1 and record["deal"] == 7 and record["order"] == order
+    assert record["scheme"] == deals.SCHEME_VERSION
+    piles = record["piles"]
+    assert len(piles) == 13 and all(len(pile) == 4 for pile in piles)
+    assert sorted(rules.parse_card(c) for pile in piles for c in pile) == list(range(52))
+    assert piles == reference_piles(1, 7, order)
+
+
+def test_deal_default_order_is_round_robin():
+    record = json.loads(run("deal", "--seed", "1", "7", "--json").stdout)
+    assert record["order"] == "round-robin"
+
+
+def test_deal_range_gives_one_line_per_deal():
+    result = run("deal", "--seed", "3", "0-3", "--json")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4
+    assert [json.loads(line)["deal"] for line in lines] == [0, 1, 2, 3]
+    assert all(json.loads(line)["seed"] == 3 for line in lines)
+
+
+def test_deal_at_the_top_of_the_range():
+    top = 2**64 - 1
+    result = run("deal", "--seed", str(top), f"{top - 1}-{top}", "--json")
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["deal"] for line in result.stdout.splitlines()] == [top - 1, top]
+
+
+def test_deal_draws_the_clock_face():
+    result = run("deal", "--seed", "1", "0-1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count(f"deal scheme {deals.SCHEME_VERSION}") == 2
+    for deal in (0, 1):
+        assert f"seed 1, deal {deal}, order round-robin" in result.stdout
+    # Every card of the deal is drawn.
+    for pile in reference_piles(1, 0, "round-robin"):
+        assert " ".join(pile) in result.stdout
+
+
+@pytest.mark.parametrize(
+    "options, cell",
+    [
+        (["--variant", "standard"], rules.Cell()),
+        (["--variant", "watch", "--strategy", "most"], rules.Cell("watch", "most")),
+        (["--variant", "one_swap", "--strategy", "random", "--order", "packets"],
+         rules.Cell("one_swap", "random", order="packets")),
+        (["--variant", "exchange", "--strategy", "oracle", "--depth", "top", "--finale", "up"],
+         rules.Cell("exchange", "oracle", "up", depth="top")),
+        (["--variant", "play_out"], rules.Cell("play_out")),
+    ],
+)
+def test_deal_replay_prints_the_steps_and_the_result(options, cell):
+    seed, deal = 5, 11
+    result = run("deal", "--seed", str(seed), str(deal), *options)
+    assert result.exit_code == 0, result.output
+    table = reference.Table(down=reference.layout(seed, deal, cell.order))
+    played = reference.play(seed, deal, cell, table)
+    output = result.stdout
+    assert f"replay under {cell.label}:" in output
+    numbered = [line for line in output.splitlines() if re.match(r"^\s*\d+\. ", line)]
+    assert [line.split(". ", 1)[1] for line in numbered] == [s.describe() for s in table.steps]
+    summary = output.splitlines()[-1]
+    assert summary.startswith("won" if played.won else "lost")
+    assert f"{played.cards_turned} cards turned" in summary
+    if played.rescue_pile is not None:
+        assert f"rescue at hour {played.rescue_pile}" in summary
+    if cell.variant == "play_out":
+        assert f"{played.restarts} restarts" in summary
+
+
+# --- odds ---------------------------------------------------------------------------------
+
+
+def test_odds_json_records():
+    result = run("odds", "--json")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records
+    for record in records:
+        assert {"variant", "strategy", "quantity", "exact"} <= set(record)
+        assert record["variant"] in rules.VARIANTS
+        assert record["strategy"] is None or record["strategy"] in rules.STRATEGIES
+        numerator, denominator = map(int, re.fullmatch(r"(\d+)/(\d+)", record["exact"]).groups())
+        assert denominator > 0 and math.gcd(numerator, denominator) == 1
+    one_in_13 = {"variant": "standard", "strategy": None, "quantity": "P(win)", "exact": "1/13"}
+    assert one_in_13 in records
+    law = [r for r in records if r["quantity"].startswith("P(cards_turned=")]
+    assert len(law) == 49
+    assert sum(Fraction(r["exact"]) for r in law) == 1
+    for variant in ("watch", "one_swap"):
+        for strategy in odds.COUNT_STRATEGIES:
+            matching = [r for r in records if (r["variant"], r["strategy"], r["quantity"])
+                        == (variant, strategy, "P(win)")]
+            assert len(matching) == 1
+            assert Fraction(matching[0]["exact"]) == odds.rescue_win(strategy)
+
+
+def test_odds_table():
+    result = run("odds")
+    assert result.exit_code == 0, result.output
+    assert "1/13" in result.stdout
+
+
+# --- bench --------------------------------------------------------------------------------
+
+BENCH_KEYS = {
+    "kernel_standard", "kernel_one_swap_all", "kernel_all_cells", "reference_standard",
+    "reference_all_cells", "kernel_vs_reference_standard", "kernel_vs_reference_all_cells",
+    "one_swap_all_cost",
+}
+
+
+def test_bench_json_keys():
+    result = run("bench", "--seconds", "0.2", "--json")
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert BENCH_KEYS <= set(figures)
+    # Figures, not speeds: only that each is a positive finite number.
+    assert all(math.isfinite(figures[key]) and figures[key] > 0 for key in BENCH_KEYS)
+
+
+# --- Bad input: one line, exit status 2, no traceback ---------------------------------------
+
+BAD_INPUTS = [
+    (["deal", "--seed", "1", "7", "--variant", "patience"], "variant"),
+    (["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "greedy"], "strategy"),
+    (["deal", "--seed", "1", "7", "--finale", "sideways"], "finale"),
+    (["deal", "--seed", "1", "7", "--order", "spiral"], "order"),
+    (["deal", "--seed", "1", "7", "--variant", "exchange", "--strategy", "most", "--depth",
+      "middle"], "depth"),
+    (["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "most", "--depth",
+      "top"], "depth"),
+    (["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "informed"], "informed"),
+    (["deal", "--seed", "1", "7", "--variant", "exchange", "--strategy", "informed",
+      "--finale", "down"], "informed"),
+    (["deal", "--seed", "1", "7", "--strategy", "most"], "strategy"),
+    (["deal", "--seed", "1", "7", "--variant", "standard", "--strategy", "most"], "strategy"),
+    (["deal", "--seed", "1", "7", "--variant", "play_out", "--strategy", "clockwise"], "strategy"),
+    (["deal", "--seed", "1", "7", "--variant", "watch"], "strategy"),
+    (["deal", "--seed", "-1", "7"], "--seed"),
+    (["deal", "--seed", "x", "7"], "--seed"),
+    (["deal", "--seed", "1.5", "7"], "--seed"),
+    (["deal", "--seed", str(2**64), "7"], "--seed"),
+    (["deal", "--seed", "\u00b2", "7"], "--seed"),  # a superscript two: isdigit() but not int()
+    (["deal", "--seed", "1", "-5"], "-5"),
+    (["deal", "--seed", "1", "--", "-5"], "RANGE"),
+    (["deal", "--seed", "1", "abc"], "RANGE"),
+    (["deal", "--seed", "1", "5-3"], "RANGE"),
+    (["deal", "--seed", "1", "a-b"], "RANGE"),
+    (["deal", "--seed", "1", "1-2-3"], "RANGE"),
+    (["deal", "--seed", "1", "7-"], "RANGE"),
+    (["deal", "--seed", "1", ""], "RANGE"),
+    (["deal", "--seed", "1", "1-\u00b2"], "RANGE"),
+    (["deal", "--seed", "1", str(2**64)], "RANGE"),
+    (["deal", "--seed", "1", f"{2**64 - 1}-{2**64}"], "RANGE"),
+    (["deal", "7"], "--seed"),
+    (["deal", "--seed", "1"], "RANGE"),
+    (["deal", "--seed", "1", "7", "--bogus"], "--bogus"),
+    (["shuffle"], "shuffle"),
+    (["bench", "--seconds", "0"], "--seconds"),
+]
+
+
+@pytest.mark.parametrize("args, names", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_status_2(args, names):
+    result = run(*args)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    assert names in lines[0], lines[0]
+    assert result.stdout == ""  # the message goes to stderr
