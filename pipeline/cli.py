@@ -230,3 +230,32 @@ def validate(results_path):
                + (f"; {len(problems)} problem(s)" if problems else "; valid"))
     if problems:
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("results_path", metavar="RESULTS")
+@click.option("--replay", default=100_000, show_default=True, type=click.IntRange(0, 100_000_000),
+              help="Without a standard cell the records hold no deal facts (kings at the bottom, "
+                   "hours unvisited at the third king): replay this many of the sweep's first "
+                   "deals for the two claims about them (0: none; they are then inconclusive).")
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Write the report here instead of RESULTS/report/.")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots (faster).")
+@click.option("--json", "as_json", is_flag=True, help="Print report.json's claims and cells, not the table.")
+def report(results_path, replay, out_dir, no_plots, as_json):
+    """Report on a sweep: win rates with intervals, exact comparisons, paired strategy tests,
+    distributions, the hint's calibration, a verdict on every claim of the seeds, and plots.
+
+    Writes RESULTS/report/: report.md, report.html (self-contained), report.json, PNG plots
+    and CSV tables; prints the best strategy per variant and the claims' verdicts.
+    """
+    from pipeline import report as reporting
+
+    try:
+        made = reporting.build(results_path, replay=replay, out=out_dir, plots_enabled=not no_plots)
+    except reporting.ReportError as error:
+        raise InputError(str(error)) from None
+    if as_json:
+        click.echo(json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")}))
+        return
+    click.echo(reporting.terminal_summary(made))

@@ -32,6 +32,7 @@ be resumed from another machine but never mixed with another sweep.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -274,6 +275,9 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     record = checked_str(raw, "record", default="deals")
     if record not in RECORD_MODES:
         raise ConfigError(f"record: {record!r} is not known; allowed: {', '.join(RECORD_MODES)}")
+    if record == "summary" and importlib.util.find_spec("pipeline.summary") is None:
+        raise ConfigError("record: 'summary' needs pipeline.summary, which this installation "
+                          "does not have yet; allowed here: deals")
     output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
 
     grid_raw = raw.get("grid", {})
@@ -324,7 +328,7 @@ def checked_str(raw, key, default=None, key_name=None) -> str:
 def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
     """A grid axis: known names, deduplicated, in the rules' order (so the hash ignores order)."""
     names, default = GRID_AXES[axis]
-    value = grid_raw.get(axis, default)
+    value = grid_raw.get(axis, list(default))
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):

@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from pipeline.rules import Cell
 
-RESULT_SCHEMA_VERSION = "clocksweep-deals/1"
+RESULT_SCHEMA_VERSION = "clocksweep-deals/2"
 
 LABEL_COLUMNS = ("order", "variant", "strategy", "finale", "depth")
 DEAL_FACTS = ("kings_at_bottom", "unvisited_at_third_king")

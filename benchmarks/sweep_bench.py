@@ -1,0 +1,183 @@
+"""Sweep benchmark: the pipeline's rate against the kernel's, bytes per row, driver memory.
+
+    python benchmarks/sweep_bench.py                    # 100M standard deals, deals mode
+    python benchmarks/sweep_bench.py --strategies 1e9   # and configs/strategies.toml
+
+Figures, not assertions (the machine may be shared; the load average is printed):
+
+- kernel: the kernel's single-core rate on standard deals (`bench.kernel_rate`), measured
+  before and after the sweeps, in this process (best of its batches); its sustained rate
+  over 10 s in the sweep's batch size; and that summed over ``--cpus`` processes at once,
+  which shows what the machine gives when every core is busy (on a VM whose vCPUs share a
+  core, much less than twice one core).
+- sweep: `sweep.run` on a fresh local Ray instance in its own driver process, over
+  ``--cpus`` CPUs; the rate counts from the first task submitted to the last shard committed
+  (Ray's start excluded; the total wall time is given too). ratio = sweep rate / (kernel
+  rate x CPUs): 1.0 would mean Ray, table building and Parquet cost nothing.
+- bytes per row of the Parquet written, and the driver's peak RSS for a small and a large
+  sweep with the same shard size: flat memory means the driver holds no rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def driver(args: argparse.Namespace) -> None:
+    """One sweep in this process (run as a child of the benchmark): prints its figures as JSON."""
+    from pipeline import config, sweep
+
+    samples = []
+
+    def sample_rss():
+        page = os.sysconf("SC_PAGE_SIZE")
+        while True:
+            with open("/proc/self/statm") as statm:
+                samples.append(int(statm.read().split()[1]) * page)
+            time.sleep(0.5)
+
+    threading.Thread(target=sample_rss, daemon=True).start()
+    cfg = config.load(args.config, args.set)
+    started = time.monotonic()
+    outcome = sweep.run(cfg, fresh=True, stream=open(os.devnull, "w"))
+    print(json.dumps({
+        "deals": outcome.deals,
+        "cells": len(cfg.cells),
+        "rows": outcome.rows,
+        "bytes": outcome.bytes,
+        "failed": outcome.failed,
+        "wall_seconds": time.monotonic() - started,
+        "play_seconds": outcome.play_seconds,
+        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_quartiles_mb": [samples[int(q * (len(samples) - 1))] / 2**20 for q in (0, .25, .5, .75, 1)]
+        if samples else [],
+    }))
+
+
+def sweep_once(config: str, sets: list[str]) -> dict:
+    command = [sys.executable, __file__, "--driver", config, *[f"--set={s}" for s in sets]]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"sweep failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernel_rate(seconds: float) -> float:
+    """The kernel's best standard rate on one core (`pipeline.bench`'s measure)."""
+    from pipeline import bench
+    from pipeline.rules import Cell
+
+    return bench.kernel_rate([Cell()], seconds)
+
+
+def kernel_sustained(seconds: float, batch: int = 2_500_000) -> float:
+    """The kernel's standard rate on one core over ``seconds``, in the sweep's batch size."""
+    from pipeline import kernel
+    from pipeline.rules import Cell
+
+    kernel.play(1, 0, 1000, [Cell()])
+    played, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        kernel.play(1, played, batch, [Cell()])
+        played += batch
+    return played / (time.perf_counter() - started)
+
+
+def kernel_concurrent(processes: int, seconds: float) -> float:
+    """The kernel's sustained standard rate summed over ``processes`` processes at once."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        return sum(pool.map(kernel_sustained, [seconds] * processes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deals", type=float, default=100e6)
+    parser.add_argument("--small", type=float, default=10e6, help="deals of the RSS comparison run")
+    parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--shard-size", type=float, default=5e6)
+    parser.add_argument("--strategies", type=float, default=0,
+                        help="also run configs/strategies.toml on this many deals (0: skip)")
+    parser.add_argument("--out", default="/tmp/clocksweep-bench")
+    parser.add_argument("--driver", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.driver:
+        args.config = args.driver
+        driver(args)
+        return
+
+    figures = {"load_average_before": os.getloadavg()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / "standard.toml"
+    config_path.write_text('name = "bench"\nseed = 1\ndeals = 1\nrecord = "deals"\n')
+    common = [f"ray.num_cpus={args.cpus}", f"shard_size={int(args.shard_size)}"]
+
+    figures["kernel_before"] = kernel_rate(5)
+    figures["kernel_sustained"] = kernel_sustained(10)
+    figures["kernel_concurrent"] = kernel_concurrent(args.cpus, 10)
+    small = sweep_once(str(config_path), [*common, f"deals={int(args.small)}",
+                                          f"output={out / 'small'}"])
+    large = sweep_once(str(config_path), [*common, f"deals={int(args.deals)}",
+                                          f"output={out / 'large'}"])
+    figures["kernel_after"] = kernel_rate(5)
+    kernel = (figures["kernel_before"] + figures["kernel_after"]) / 2
+    rate = large["deals"] / large["play_seconds"]
+    figures.update(
+        standard_small=small, standard_large=large,
+        sweep_rate=rate, kernel_rate=kernel,
+        ratio=rate / (kernel * args.cpus),
+        ratio_to_sustained=rate / (figures["kernel_sustained"] * args.cpus),
+        ratio_to_concurrent_kernel=rate / figures["kernel_concurrent"],
+        bytes_per_row=large["bytes"] / large["rows"],
+    )
+    shutil.rmtree(out / "small", ignore_errors=True)
+    shutil.rmtree(out / "large", ignore_errors=True)
+
+    if args.strategies:
+        result = sweep_once(str(ROOT / "configs" / "strategies.toml"),
+                            [f"ray.num_cpus={args.cpus}", f"deals={int(args.strategies)}",
+                             f"output={out / 'strategies'}"])
+        result["projected_seconds_1e9"] = result["play_seconds"] * 1e9 / result["deals"]
+        figures["strategies"] = result
+        shutil.rmtree(out / "strategies", ignore_errors=True)
+    figures["load_average_after"] = os.getloadavg()
+
+    print(json.dumps(figures, indent=1))
+    print(f"\nkernel, standard, one core: {kernel:,.0f} deals/s "
+          f"(before {figures['kernel_before']:,.0f}, after {figures['kernel_after']:,.0f})")
+    print(f"sweep of {large['deals']:,} standard deals on {args.cpus} CPUs: {rate:,.0f} deals/s "
+          f"once Ray was up ({large['play_seconds']:.1f} s; {large['wall_seconds']:.1f} s in all)")
+    print(f"kernel sustained on one core: {figures['kernel_sustained']:,.0f} deals/s; in "
+          f"{args.cpus} processes at once: {figures['kernel_concurrent']:,.0f} deals/s "
+          f"({figures['kernel_concurrent'] / (figures['kernel_sustained'] * args.cpus):.2f} of "
+          f"one core's x {args.cpus})")
+    print(f"sweep rate / (kernel best x {args.cpus}): {figures['ratio']:.2f}; / (kernel sustained "
+          f"x {args.cpus}): {figures['ratio_to_sustained']:.2f}; / kernel in {args.cpus} "
+          f"processes at once: {figures['ratio_to_concurrent_kernel']:.2f}")
+    print(f"bytes per row: {figures['bytes_per_row']:.3f}")
+    print(f"driver peak RSS: {small['rss_peak_mb']:.0f} MB at {small['deals']:,} deals, "
+          f"{large['rss_peak_mb']:.0f} MB at {large['deals']:,} deals")
+    if args.strategies:
+        s = figures["strategies"]
+        print(f"strategies.toml on {s['deals']:,} deals: {s['play_seconds']:.1f} s "
+              f"({s['deals'] / s['play_seconds']:,.0f} deals/s); a billion deals: "
+              f"{s['projected_seconds_1e9'] / 60:.1f} min projected")
+    print(f"load average before {figures['load_average_before']}, after {figures['load_average_after']}")
+
+
+if __name__ == "__main__":
+    main()

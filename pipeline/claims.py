@@ -1,0 +1,643 @@
+"""The seeds' claims (SPEC section 7): each measured, with its interval and a verdict by a stated rule.
+
+Every claim gives: the seed file(s) it comes from, the claim in the seed's words, the figure
+measured, its 99.9% interval (`stats.CLAIM_CONFIDENCE`: eleven verdicts from one sweep should
+not refute anything by chance), the rule that decides the verdict, the verdict
+(``confirmed``, ``refuted`` or ``inconclusive``), and what was measured on which cells. A
+claim the sweep's cells cannot answer is ``inconclusive`` and says which cells it needs.
+
+Tolerances are stated once here: an exact value is pinned down when the interval's half
+width is at most ``TOLERANCE``; two things "make no difference" when the paired interval of
+their difference lies within +-``TOLERANCE``.
+
+Two claims are about facts of a deal beyond its outcome: which hour piles the chain has
+taken from by the third king, and the bottom cards of the layout. The per-deal schema records
+both on standard play's rows (``unvisited_at_third_king``, ``kings_at_bottom``) and the
+summary records count them (``facts``), so they are measured on every deal of the sweep's
+standard cell. A sweep without a standard cell (or results written before those columns)
+gets a replay of its first deals instead (`replay_standard`: the kernel's standard play on
+the same seed, deal numbers and order), checked in per-deal mode against the sweep's own
+record of each deal's outcome where it has one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+
+from pipeline import odds, rules, stats
+from pipeline.rules import Cell
+
+SEED_FILES = {
+    "000": "seeds/000_9c29d9ee3d4d562e.txt",
+    "001": "seeds/001_63b3aa3b115562ea.txt",
+    "003": "seeds/003_3f08b9ca55270cfd.txt",
+    "004": "seeds/004_7b9774a89f335a61.txt",
+}
+TOLERANCE = 0.005  # half a percentage point
+NEAR_MISS = 3  # "a couple of cards to go": at most this many cards down at the first death
+ORDINARY = 0.05  # an event is "ordinary" if it happens at least this often (not significant at 5%)
+LOST = 0.01  # a position is "already lost" if fewer than this share of such deals win
+MIN_WINS_52 = 100  # won deals needed before "every win turns 52 cards" means something
+MIN_LATER_DEATHS = 100  # later deaths needed for the play-it-out claim
+COUNT_STRATEGIES = odds.COUNT_STRATEGIES  # what a player who sees only the counts can play
+CONFIRMED, REFUTED, INCONCLUSIVE = "confirmed", "refuted", "inconclusive"
+
+
+@dataclass
+class Claim:
+    id: str
+    seeds: tuple[str, ...]
+    claim: str
+    rule: str
+    verdict: str = INCONCLUSIVE
+    figure: float | None = None
+    figure_text: str = ""
+    interval: tuple[float, float] | None = None
+    exact: str | None = None
+    basis: str = ""
+    needs: str | None = None
+    detail: list[str] = field(default_factory=list)
+
+    def record(self) -> dict:
+        return {
+            "id": self.id,
+            "seed_file": ", ".join(SEED_FILES[s] for s in self.seeds),
+            "seed_files": [SEED_FILES[s] for s in self.seeds],
+            "claim": self.claim,
+            "figure": self.figure,
+            "figure_text": self.figure_text,
+            "interval": list(self.interval) if self.interval else None,
+            "confidence": stats.CLAIM_CONFIDENCE,
+            "exact": self.exact,
+            "verdict": self.verdict,
+            "rule": self.rule,
+            "basis": self.basis,
+            "needs": self.needs,
+            "detail": self.detail,
+        }
+
+
+# --- Verdict rules ------------------------------------------------------------------------
+
+
+def exact_value_verdict(value: float, interval: tuple[float, float]) -> str:
+    low, high = interval
+    if not low <= value <= high:
+        return REFUTED
+    return CONFIRMED if (high - low) / 2 <= TOLERANCE else INCONCLUSIVE
+
+
+def above_verdict(interval: tuple[float, float], threshold: float) -> str:
+    low, high = interval
+    if low > threshold:
+        return CONFIRMED
+    return REFUTED if high < threshold else INCONCLUSIVE
+
+
+def below_verdict(interval: tuple[float, float], threshold: float) -> str:
+    low, high = interval
+    if high < threshold:
+        return CONFIRMED
+    return REFUTED if low > threshold else INCONCLUSIVE
+
+
+def no_difference_verdict(interval: tuple[float, float]) -> str:
+    low, high = interval
+    if low > 0 or high < 0:
+        return REFUTED
+    return CONFIRMED if -TOLERANCE <= low and high <= TOLERANCE else INCONCLUSIVE
+
+
+def pct(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
+
+
+def interval_text(interval: tuple[float, float] | None, digits: int = 2) -> str:
+    if not interval:
+        return ""
+    return f"[{pct(interval[0], digits)}, {pct(interval[1], digits)}]"
+
+
+def points(x: float, digits: int = 2) -> str:
+    return f"{100 * x:+.{digits}f} points"
+
+
+# --- The replay of the sweep's first deals ------------------------------------------------
+
+
+@dataclass
+class Replay:
+    """Standard play replayed on deals first..first+count-1 of the sweep (one deal order)."""
+
+    seed: int
+    first: int
+    order: str
+    won: np.ndarray  # bool per deal
+    unvisited_at_third_king: np.ndarray  # hour piles no card had been delivered to
+    king_bottoms: np.ndarray  # hour piles with a king at the bottom
+    checked: int = 0  # deals whose win or loss was compared with the sweep's records
+    mismatches: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.won)
+
+    def describe(self) -> str:
+        text = (f"replay of deals {self.first}-{self.first + self.count - 1} (seed {self.seed}, "
+                f"order {self.order}) in standard play, the sweep's records holding no deal facts")
+        if self.checked:
+            text += (f"; its wins and losses agree with the sweep's records on "
+                     f"{self.checked - self.mismatches:,} of {self.checked:,} deals")
+        return text
+
+
+def replay_standard(seed: int, first: int, count: int, order: str) -> Replay:
+    """Standard play on deals first..first+count-1 by the kernel, with its deal facts."""
+    from pipeline import kernel
+
+    results = kernel.play(seed, first, count, [Cell(order=order)])
+    return Replay(seed, first, order, results["won"][0].astype(bool),
+                  results["unvisited_at_third_king"][0].copy(), results["kings_at_bottom"][0].copy())
+
+
+def exact_unvisited_win(at_least: int = 2) -> tuple[Fraction, Fraction]:
+    """(P(at least k hour ranks unseen when the third king turns up), P(win and that)).
+
+    By the Score Four law (SPEC section 6) the cards turned are a uniformly random
+    permutation read to its fourth king. With the third king at position t, the t - 3
+    non-kings before it are a uniform subset of the 48; the fourth king then lies uniformly
+    in positions t+1..52, and the deal is won when it is at 52.
+    """
+    total = comb(rules.N_CARDS, 4)
+    chance, chance_won = Fraction(0), Fraction(0)
+    for t in range(3, rules.N_CARDS):
+        before = t - 3
+        absent = _subsets_missing_ranks(before, at_least)
+        p_absent = Fraction(absent, comb(48, before))
+        chance += Fraction(comb(t - 1, 2) * (rules.N_CARDS - t), total) * p_absent
+        chance_won += Fraction(comb(t - 1, 2), total) * p_absent
+    return chance, chance_won
+
+
+def _subsets_missing_ranks(size: int, at_least: int) -> int:
+    """Subsets of ``size`` of the 48 non-kings in which at least ``at_least`` ranks are absent."""
+    ways = {(0, 0): 1}  # (cards so far, ranks absent so far) -> ways
+    for _ in range(rules.N_HOURS):
+        step: dict[tuple[int, int], int] = {}
+        for (cards, absent), count in ways.items():
+            for k in range(rules.PILE_SIZE + 1):
+                if cards + k <= size:
+                    key = (cards + k, absent + (k == 0))
+                    step[key] = step.get(key, 0) + count * comb(rules.PILE_SIZE, k)
+        ways = step
+    return sum(count for (cards, absent), count in ways.items() if cards == size and absent >= at_least)
+
+
+# --- The claims ---------------------------------------------------------------------------
+
+
+def primary(figures, variant: str, strategy: str | None = None, finale: str = "down",
+            depth: str | None = None) -> Cell | None:
+    """The sweep's cell of a variant/strategy/finale, round-robin first, else packets.
+
+    A strategy that never reads the bottom cards (or no strategy) plays the same deals the
+    same way whichever the finale, so with finale "down" missing, "up" stands in for it.
+    """
+    finales = [finale]
+    if finale == "down" and (strategy is None or strategy in COUNT_STRATEGIES):
+        finales.append("up")
+    for candidate in finales:
+        for order in rules.ORDERS:
+            try:
+                cell = Cell(variant, strategy, candidate, order, depth)
+            except rules.RuleError:
+                return None
+            if cell in figures.cells:
+                return cell
+    return None
+
+
+def one_in_13(figures) -> Claim:
+    claim = Claim(
+        "one_in_13", ("000", "001", "003", "004"),
+        "Standard play wins one deal in thirteen (000: \"one deal in thirteen\"; 001: \"The 1-in-13 "
+        "figure is exact\"; 003: \"The chances of winning are 1 in 13\"; 004: \"About 1 game in 13\").",
+        f"confirmed if 1/13 lies inside the 99.9% interval of the standard win rate and the "
+        f"interval's half width is at most {pct(TOLERANCE)}; refuted if 1/13 lies outside it; "
+        "otherwise inconclusive (too few deals).",
+        exact="1/13",
+    )
+    cell = primary(figures, "standard") or primary(figures, "play_out")
+    if cell is None:
+        claim.needs = "a standard cell (variant standard, or play_out whose restart-free deals are standard wins)"
+        claim.basis = "no standard cell in this sweep"
+        return claim
+    return _rate_claim(claim, figures, cell, lambda ci: exact_value_verdict(1 / 13, ci))
+
+
+def _rate_claim(claim: Claim, figures, cell: Cell, verdict: Callable, wins_of: str = "deals") -> Claim:
+    entry = figures.cells[cell]
+    interval = stats.wilson(entry.wins, entry.n, stats.CLAIM_CONFIDENCE)
+    claim.figure, claim.interval = entry.rate, interval
+    claim.figure_text = f"{pct(entry.rate)} ({entry.wins:,} of {entry.n:,} {wins_of} won)"
+    claim.basis = f"cell {cell.label}"
+    claim.verdict = verdict(interval) if entry.n else INCONCLUSIVE
+    return claim
+
+
+def better_than_one_in_three(figures) -> Claim:
+    claim = Claim(
+        "better_than_one_in_three", ("004",),
+        "The one-swap house rule \"raises the chance of winning from 1 in 13 to better than 1 in 3 "
+        "if you choose well\".",
+        "the best one_swap strategy a player can use with the bottoms face down (clockwise, random, "
+        "most, fewest) is measured; confirmed if the lower end of its 99.9% interval is above 1/3, "
+        "refuted if the upper end is below 1/3, otherwise inconclusive.",
+    )
+    candidates = [c for s in COUNT_STRATEGIES if (c := primary(figures, "one_swap", s))]
+    if not candidates:
+        claim.needs = "cells one_swap x {clockwise, random, most, fewest}, finale=down"
+        claim.basis = "no one_swap cell with a counts-only strategy in this sweep"
+        return claim
+    best = max(candidates, key=lambda c: figures.cells[c].rate)
+    _rate_claim(claim, figures, best, lambda ci: above_verdict(ci, 1 / 3))
+    exact = figures.cells[best].exact
+    if exact is not None:
+        claim.exact = odds.fraction_text(exact)
+        claim.detail.append(f"exact value for {best.strategy}: {float(exact):.6f}")
+    others = ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in candidates if c != best)
+    if others:
+        claim.detail.append(f"the other strategies: {others}")
+    return claim
+
+
+def pick_makes_no_difference(figures) -> Claim:
+    claim = Claim(
+        "pick_makes_no_difference", ("000",),
+        "Under Watch, \"which card you pick makes no difference to whether the chain survives\".",
+        "the Watch strategies a player can use with the bottoms face down are compared on the same "
+        "deals, the best against the worst; refuted if the 99.9% paired interval of their "
+        f"difference excludes 0, confirmed if it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
+    )
+    cells = [c for s in COUNT_STRATEGIES if (c := primary(figures, "watch", s))]
+    if len(cells) < 2:
+        claim.needs = "at least two cells watch x {clockwise, random, most, fewest}, finale=down (most and fewest differ most)"
+        claim.basis = f"{len(cells)} watch cell(s) with a counts-only strategy in this sweep"
+        return claim
+    ranked = sorted(cells, key=lambda c: figures.cells[c].rate, reverse=True)
+    best, worst = ranked[0], ranked[-1]
+    paired = figures.paired(best, worst, stats.CLAIM_CONFIDENCE)
+    if paired is None:
+        claim.basis = f"no paired table for {best.label} and {worst.label}"
+        claim.needs = "both cells in one deal order"
+        return claim
+    claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
+    claim.figure_text = (f"{best.strategy} {pct(paired.a_rate)} vs {worst.strategy} {pct(paired.b_rate)}: "
+                         f"{points(paired.difference)} on {paired.n:,} paired deals "
+                         f"(exact McNemar p = {paired.p_value:.3g})")
+    claim.basis = f"cells {best.label} and {worst.label}, paired deal by deal"
+    claim.verdict = no_difference_verdict((paired.low, paired.high))
+    claim.detail.append("all: " + ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in ranked))
+    return claim
+
+
+def near_misses_come_home(figures) -> Claim:
+    claim = Claim(
+        "near_misses_come_home", ("000",),
+        "Watch brings \"the near misses, the deals that stall with a couple of cards to go, mostly home\".",
+        f"a near miss is a deal whose chain first dies with 1 to {NEAR_MISS} cards face down; Watch with a "
+        "random pick (a player picking without a reason, as 000 says the pick does not matter) is "
+        "measured on them; confirmed if the lower end of the 99.9% interval of its win rate is above "
+        "1/2 (\"mostly\"), refuted if the upper end is below 1/2, otherwise inconclusive.",
+    )
+    cells = [c for s in ("random",) + tuple(x for x in COUNT_STRATEGIES if x != "random")
+             if (c := primary(figures, "watch", s))]
+    if not cells:
+        claim.needs = "a cell watch x random (or another counts-only strategy), finale=down"
+        claim.basis = "no watch cell in this sweep"
+        return claim
+    rows = {}
+    for cell in cells:
+        n, wins = figures.near_misses(cell, 1, NEAR_MISS)
+        rows[cell] = (n, wins)
+    cell = cells[0]
+    n, wins = rows[cell]
+    interval = stats.wilson(wins, n, stats.CLAIM_CONFIDENCE)
+    claim.figure = wins / n if n else None
+    claim.interval = interval if n else None
+    claim.figure_text = f"{pct(claim.figure)} of {n:,} near misses won ({cell.strategy} pick)"
+    claim.basis = f"cell {cell.label}, deals with 1 <= down_at_stop <= {NEAR_MISS}"
+    claim.verdict = above_verdict(interval, 0.5) if n else INCONCLUSIVE
+    law = odds.down_at_stop_law()
+    weight = sum(law[u] for u in range(1, NEAR_MISS + 1))
+    exact = sum(law[u] * odds.rescue_win_given_down(cell.strategy, u)
+                for u in range(1, NEAR_MISS + 1)) / weight
+    claim.exact = odds.fraction_text(exact)
+    claim.detail.append(f"exact value: {float(exact):.6f}")
+    others = [f"{c.strategy} {pct(w / m if m else None)} of {m:,}" for c, (m, w) in rows.items() if c != cell]
+    if others:
+        claim.detail.append("other picks: " + ", ".join(others))
+    return claim
+
+
+def _fact_source(figures, claim: Claim, column: str):
+    """(counts {(won, fact value): deals}, basis text) from the sweep's records or the replay."""
+    facts = figures.deal_facts()
+    if facts is not None:
+        cell, rows = facts
+        index = 1 if column == "kings_at_bottom" else 2
+        counts: dict[tuple[bool, int], int] = {}
+        for row in rows:
+            key = (bool(row[0]), int(row[index]))
+            counts[key] = counts.get(key, 0) + int(row[3])
+        return counts, f"cell {cell.label}, every deal ({column} of its records)"
+    replay = figures.replay
+    if replay is None or replay.count == 0:
+        claim.needs = (f"a standard cell (its records hold {column}), or a replay of the sweep's "
+                       "deals (report --replay N, with the deal scheme the sweep used)")
+        claim.basis = figures.replay_note or "no standard cell and no replay"
+        return None
+    if replay.mismatches:
+        claim.detail.append("the replay disagrees with the sweep's records, so it is not trusted")
+        claim.basis = replay.describe()
+        return None
+    values = replay.king_bottoms if column == "kings_at_bottom" else replay.unvisited_at_third_king
+    keys, n = np.unique(np.stack([replay.won.astype(np.int64), values.astype(np.int64)]), axis=1,
+                        return_counts=True)
+    return {(bool(w), int(v)): int(c) for (w, v), c in zip(keys.T, n)}, replay.describe()
+
+
+def _tally(counts: dict[tuple[bool, int], int], chosen) -> tuple[int, int]:
+    """(deals, wins) among the deals whose fact value satisfies ``chosen``."""
+    n = sum(c for (_, v), c in counts.items() if chosen(v))
+    wins = sum(c for (w, v), c in counts.items() if w and chosen(v))
+    return n, wins
+
+
+def unvisited_by_third_king(figures) -> Claim:
+    chance, chance_won = exact_unvisited_win(2)
+    exact = chance_won / chance
+    claim = Claim(
+        "unvisited_by_third_king", ("000",),
+        "\"If two or three positions have never been visited at all\" by the time the third king "
+        "shows, \"it is already lost\".",
+        "deals where at least two hour piles have not been taken from when the third king is "
+        "placed are taken; confirmed if the upper end of the 99.9% interval of their win rate is "
+        f"below {pct(LOST, 0)} (practically lost), refuted if its lower end is above {pct(LOST, 0)}, "
+        "otherwise inconclusive.",
+        exact=odds.fraction_text(exact),
+    )
+    claim.detail.append(f"exact value by the Score Four law: {float(exact):.6f} (such deals are "
+                        f"{pct(float(chance))} of all deals)")
+    source = _fact_source(figures, claim, "unvisited_at_third_king")
+    if source is None:
+        return claim
+    counts, claim.basis = source
+    n, wins = _tally(counts, lambda v: v >= 2)
+    interval = stats.wilson(wins, n, stats.CLAIM_CONFIDENCE)
+    claim.figure, claim.interval = (wins / n if n else None), (interval if n else None)
+    claim.figure_text = f"{pct(claim.figure)} ({wins:,} of {n:,} such deals won)"
+    claim.verdict = below_verdict(interval, LOST) if n else INCONCLUSIVE
+    for k in (2, 3):
+        m, w = _tally(counts, lambda v, k=k: v == k)
+        if m:
+            claim.detail.append(f"exactly {k} unvisited: {w:,} of {m:,} won")
+    return claim
+
+
+def no_win_without_king_bottom(figures) -> Claim:
+    claim = Claim(
+        "no_win_without_king_bottom", ("003",),
+        "\"There is no possible way to win the game if none of the bottommost cards in the twelve "
+        "circle piles at the start of play is a king.\"",
+        "deals with no king at the bottom of an hour pile are taken; refuted if any of them wins; "
+        "confirmed if none does and the upper end of the 99.9% (exact) interval of their win rate is "
+        "below 1/130, a tenth of the usual 1/13 (so such deals would have shown wins if they won at "
+        "even a tenth of the usual rate); otherwise inconclusive.",
+        exact="0/1",
+    )
+    source = _fact_source(figures, claim, "kings_at_bottom")
+    if source is None:
+        return claim
+    counts, claim.basis = source
+    n, wins = _tally(counts, lambda v: v == 0)
+    interval = stats.clopper_pearson(wins, n, stats.CLAIM_CONFIDENCE)
+    claim.figure, claim.interval = (wins / n if n else None), (interval if n else None)
+    claim.figure_text = f"{wins:,} wins among {n:,} deals with no king at an hour pile's bottom"
+    if wins:
+        claim.verdict = REFUTED
+    elif n and interval[1] < 1 / 130:
+        claim.verdict = CONFIRMED
+    m, w = _tally(counts, lambda v: v > 0)
+    if m:
+        claim.detail.append(f"deals with a king at some hour bottom: {w:,} of {m:,} won")
+    return claim
+
+
+def thirteen_losses_ordinary(figures) -> Claim:
+    exact = Fraction(12, 13) ** 13
+    claim = Claim(
+        "thirteen_losses_ordinary", ("001",),
+        "\"Expect long losing runs: thirteen straight losses is entirely ordinary.\"",
+        "the deals are cut into blocks of 13 consecutive deal numbers and the share of blocks "
+        "without a win is measured in standard play; \"ordinary\" means it happens at least "
+        f"{pct(ORDINARY, 0)} of the time (not surprising at the usual 5% level): confirmed if the "
+        f"lower end of its 99.9% interval is at least {pct(ORDINARY, 0)}, refuted if the upper end is "
+        "below it, otherwise inconclusive.",
+        exact=odds.fraction_text(exact),
+    )
+    claim.detail.append(f"exact value (12/13)^13 = {float(exact):.6f}")
+    cell = primary(figures, "standard") or primary(figures, "play_out")
+    if cell is None:
+        claim.needs = "a standard cell"
+        claim.basis = "no standard cell in this sweep"
+        return claim
+    blocks, clean = figures.loss_blocks(cell)
+    interval = stats.wilson(clean, blocks, stats.CLAIM_CONFIDENCE)
+    claim.figure, claim.interval = (clean / blocks if blocks else None), (interval if blocks else None)
+    claim.figure_text = f"{pct(claim.figure)} of {blocks:,} blocks of 13 consecutive deals had no win"
+    claim.basis = (f"cell {cell.label}, blocks of 13 consecutive deal numbers "
+                   f"({'per-deal rows' if figures.mode == 'deals' else 'counted per batch in the summary records'})")
+    if blocks:
+        low, high = interval
+        claim.verdict = CONFIRMED if low >= ORDINARY else REFUTED if high < ORDINARY else INCONCLUSIVE
+    return claim
+
+
+def foresight_no_agency(figures) -> Claim:
+    claim = Claim(
+        "foresight_no_agency", ("001",),
+        "Face-up finales (the bottom card of each pile dealt face up) add \"foresight but no actual agency\".",
+        "with a rescue there is a choice to make: the informed strategy (reading the face-up bottoms) "
+        "is compared, deal by deal, with the best strategy that sees only the counts; refuted if the "
+        "99.9% paired interval of informed minus that lies above 0 (reading the bottoms wins deals "
+        f"that could not be won otherwise), confirmed if it lies within +-{pct(TOLERANCE)}, "
+        "otherwise inconclusive. In standard play there is no choice at all, so nothing to measure.",
+    )
+    for variant, depth in (("watch", None), ("one_swap", None), ("exchange", "bottom"), ("exchange", "top")):
+        informed = primary(figures, variant, "informed", "up", depth)
+        if informed is None:
+            continue
+        blind = [c for s in COUNT_STRATEGIES
+                 if (c := next((x for x in figures.cells if x.variant == variant and x.strategy == s
+                                and x.finale == "down" and x.depth == depth and x.order == informed.order), None))]
+        if not blind:
+            continue
+        best = max(blind, key=lambda c: figures.cells[c].rate)
+        paired = figures.paired(informed, best, stats.CLAIM_CONFIDENCE)
+        if paired is None:
+            continue
+        text = (f"{variant}{' ' + depth if depth else ''}: informed (face up) {pct(paired.a_rate)} vs "
+                f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}")
+        if claim.figure is None:
+            claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
+            claim.figure_text = text + f" on {paired.n:,} paired deals (exact McNemar p = {paired.p_value:.3g})"
+            claim.basis = f"cells {informed.label} and {best.label}, paired deal by deal"
+            low, high = paired.low, paired.high
+            if low > 0:
+                claim.verdict = REFUTED
+            elif -TOLERANCE <= low and high <= TOLERANCE:
+                claim.verdict = CONFIRMED
+        else:
+            claim.detail.append(text)
+    if claim.figure is None:
+        claim.needs = ("cells <rescue variant> x informed, finale=up, and the same variant with a "
+                       "counts-only strategy, finale=down, in the same deal order")
+        claim.basis = "no such pair of cells in this sweep"
+    standard_up, standard_down = primary(figures, "standard", finale="up"), primary(figures, "standard")
+    if standard_up and standard_down and standard_up.order == standard_down.order:
+        paired = figures.paired(standard_up, standard_down, stats.CLAIM_CONFIDENCE)
+        if paired is not None:
+            claim.detail.append(f"standard play, face up vs face down: {paired.a_only + paired.b_only} "
+                                f"of {paired.n:,} deals differ (no choice to make)")
+    return claim
+
+
+def deal_order_no_change(figures) -> Claim:
+    claim = Claim(
+        "deal_order_no_change", ("004",),
+        "\"It does not matter how you deal them. Some people deal one card at a time around the clock, "
+        "and some deal four cards to a pile before moving on. As long as the deck was shuffled, the "
+        "result is the same.\"",
+        "standard play dealt round-robin and in packets is compared on the same deal numbers; "
+        "refuted if the 99.9% paired interval of the difference in win rate excludes 0, confirmed if "
+        f"it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
+        exact="0/1",
+    )
+    pair = None
+    for variant in ("standard", "play_out"):
+        a = next((c for c in figures.cells if c.variant == variant and c.order == "round-robin" and c.finale == "down"), None)
+        b = next((c for c in figures.cells if c.variant == variant and c.order == "packets" and c.finale == "down"), None)
+        if a and b:
+            pair = (a, b)
+            break
+    if pair is None:
+        claim.needs = "cells standard x order=round-robin and standard x order=packets"
+        claim.basis = "this sweep does not play both deal orders in standard play"
+        return claim
+    paired = figures.paired(*pair, stats.CLAIM_CONFIDENCE)
+    claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
+    claim.figure_text = (f"round-robin {pct(paired.a_rate)} vs packets {pct(paired.b_rate)}: "
+                         f"{points(paired.difference)} on {paired.n:,} deal numbers "
+                         f"(exact McNemar p = {paired.p_value:.3g})")
+    claim.basis = f"cells {pair[0].label} and {pair[1].label}, paired by deal number"
+    claim.verdict = no_difference_verdict((paired.low, paired.high))
+    others = []
+    for cell in figures.cells:
+        if cell.order == "round-robin" and cell.variant not in ("standard",):
+            twin = Cell(cell.variant, cell.strategy, cell.finale, "packets", cell.depth)
+            if twin in figures.cells:
+                p = figures.paired(cell, twin, stats.CLAIM_CONFIDENCE)
+                if p is not None and (p.low > 0 or p.high < 0):
+                    others.append(f"{cell.label}: {points(p.difference)}")
+    claim.detail.append("other cells whose two deal orders differ beyond chance: " + (", ".join(others) or "none"))
+    return claim
+
+
+def won_deal_52_flips(figures) -> Claim:
+    claim = Claim(
+        "won_deal_52_flips", ("001",),
+        "\"A won game is exactly 52 flips.\"",
+        "refuted if any standard win turned a number of cards other than 52; confirmed if every one "
+        f"did and there were at least {MIN_WINS_52} wins; otherwise inconclusive.",
+        exact="1/1",
+    )
+    cells = [c for c in figures.cells if c.variant == "standard"]
+    if not cells:
+        claim.needs = "a standard cell"
+        claim.basis = "no standard cell in this sweep"
+        return claim
+    total, at_52 = figures.won_turned(cells)
+    interval = stats.clopper_pearson(at_52, total, stats.CLAIM_CONFIDENCE)
+    claim.figure, claim.interval = (at_52 / total if total else None), (interval if total else None)
+    claim.figure_text = f"{at_52:,} of {total:,} standard wins turned exactly 52 cards"
+    claim.basis = "cards_turned of won deals in every standard cell"
+    if total != at_52:
+        claim.verdict = REFUTED
+    elif total >= MIN_WINS_52:
+        claim.verdict = CONFIRMED
+    rescued = figures.rescue_win_turned()
+    if rescued:
+        claim.detail.append("rescued wins (not the claim's game): " + ", ".join(rescued))
+    return claim
+
+
+def play_out_deaths(figures) -> Claim:
+    claim = Claim(
+        "play_out_deaths", ("000",),
+        "Under Play it out, \"the first death is always in the centre but later ones can strand you anywhere\".",
+        "stray_deaths counts deaths away from where the rules predict (the first at the centre, each "
+        "later one at the pile its chain restarted from); the first half holds if no first death is "
+        "away from the centre; the second half is refuted if no later death is away from its restart "
+        f"pile among at least {MIN_LATER_DEATHS} later deaths, and the claim with it; confirmed if "
+        "later deaths do land away from their restart piles; otherwise inconclusive.",
+    )
+    cells = [c for c in figures.cells if c.variant == "play_out"]
+    if not cells:
+        claim.needs = "a play_out cell"
+        claim.basis = "no play_out cell in this sweep"
+        return claim
+    deals, later, stray = figures.play_out_deaths(cells)
+    deaths = deals + later
+    claim.figure = (deaths - stray) / deaths if deaths else None
+    claim.interval = stats.clopper_pearson(deaths - stray, deaths, stats.CLAIM_CONFIDENCE) if deaths else None
+    claim.figure_text = (f"{deaths - stray:,} of {deaths:,} deaths where the rules predict "
+                         f"({deals:,} first deaths, {later:,} later deaths, {stray:,} elsewhere)")
+    claim.basis = "restarts and stray_deaths of every play_out cell"
+    if stray == 0 and later >= MIN_LATER_DEATHS:
+        claim.verdict = REFUTED
+        claim.detail.append("first half confirmed: every first death was in the centre")
+        claim.detail.append("second half refuted: every later death came at the very pile the chain "
+                            "restarted from (hour 1, or the first hour clockwise from it that still held "
+                            "a card), so the dial, not chance, fixes where it stops")
+    elif stray > 0:
+        claim.verdict = CONFIRMED
+        claim.detail.append("some deaths came away from their predicted pile")
+    return claim
+
+
+CLAIMS = (
+    one_in_13,
+    better_than_one_in_three,
+    pick_makes_no_difference,
+    near_misses_come_home,
+    unvisited_by_third_king,
+    no_win_without_king_bottom,
+    thirteen_losses_ordinary,
+    foresight_no_agency,
+    deal_order_no_change,
+    won_deal_52_flips,
+    play_out_deaths,
+)
+CLAIM_IDS = tuple(function.__name__ for function in CLAIMS)
+
+
+def assess(figures) -> list[Claim]:
+    """Every claim of SPEC section 7, measured on the report's figures."""
+    return [function(figures) for function in CLAIMS]

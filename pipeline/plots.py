@@ -1,0 +1,197 @@
+"""The report's plots, drawn with matplotlib's Agg backend (no display), as PNG bytes.
+
+Each function takes the report's plain records (see `pipeline.report`) and gives PNG bytes,
+or None when there is nothing to draw. PNGs carry no software or time stamp, so the same
+figures give the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+
+from pipeline import rules
+
+COLOURS = {"down": "#1f5fa8", "up": "#d0641c"}
+MARKERS = {"round-robin": "o", "packets": "s"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def win_rates(cells: list[dict]) -> bytes | None:
+    """Win rate with its 95% interval per strategy, one panel per rescue rule; exact values marked."""
+    panels = []
+    for variant in rules.VARIANTS:
+        for depth in (rules.DEPTHS if variant == "exchange" else (None,)):
+            rows = [c for c in cells if c["variant"] == variant and c["depth"] == depth]
+            if rows:
+                panels.append((variant, depth, rows))
+    if not panels:
+        return None
+    plt = _pyplot()
+    widths = [1 if panel[2][0]["strategy"] is None else 2.2 for panel in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(5.0, 1.25 * sum(widths) + 1), 4.4),
+                             sharey=True, squeeze=False, layout="constrained",
+                             gridspec_kw={"width_ratios": widths})
+    series = sorted({(c["finale"], c["order"]) for c in cells},
+                    key=lambda s: (rules.FINALES.index(s[0]), rules.ORDERS.index(s[1])))
+    for ax, (variant, depth, rows) in zip(axes[0], panels):
+        names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)] or [None]
+        for k, (finale, order) in enumerate(series):
+            offset = (k - (len(series) - 1) / 2) * 0.15
+            picked = [(i, r) for i, strategy in enumerate(names) for r in rows
+                      if r["strategy"] == strategy and r["finale"] == finale and r["order"] == order]
+            if not picked:
+                continue
+            xs = [i + offset for i, _ in picked]
+            ys = [r["win_rate"] for _, r in picked]
+            errors = [[r["win_rate"] - r["ci_low"] for _, r in picked],
+                      [r["ci_high"] - r["win_rate"] for _, r in picked]]
+            ax.errorbar(xs, ys, yerr=errors, fmt=MARKERS.get(order, "o"), color=COLOURS.get(finale, "k"),
+                        ms=4, capsize=2, lw=1, label=f"finale {finale}, {order}")
+            exact = [(x, r["exact_value"]) for x, (_, r) in zip(xs, picked) if r["exact_value"] is not None]
+            if exact:
+                ax.scatter([x for x, _ in exact], [y for _, y in exact], marker="_", s=90,
+                           color="k", lw=1.5, zorder=3)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([s or "-" for s in names], rotation=45, ha="right", fontsize=8)
+        ax.set_title(variant + (f" ({depth})" if depth else ""), fontsize=9)
+        ax.axhline(1 / 13, color="grey", lw=0.6, ls=":")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("win rate (95% Wilson interval; bar = exact)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
+    fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
+    return _png(fig)
+
+
+def cards_turned(distribution: dict) -> bytes | None:
+    """Observed share of each cards_turned value in standard play against the exact law."""
+    rows = distribution.get("rows") or []
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
+    xs = [r["cards_turned"] for r in rows]
+    ax.bar(xs, [r["observed_share"] for r in rows], color="#9bb7d4", label="observed")
+    ax.plot(xs, [r["exact"] for r in rows], color="k", lw=1.2, label="exact: C(t-1,3)/C(52,4)")
+    ax.set_xlabel("cards turned (standard play)")
+    ax.set_ylabel("share of deals")
+    ax.set_title(f"{distribution['cell']}: chi-square {distribution['chi2']:.1f} on "
+                 f"{distribution['dof']} df, p = {distribution['p_value']:.3g}", fontsize=9)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def hint_calibration(calibration: list[dict]) -> bytes | None:
+    """Predicted chance (binned) against observed win rate, one line per rescue cell."""
+    rows = [c for c in calibration if c["rows"] and "finale=down" in c["cell"]
+            and c["cell"].split()[0] in ("watch", "exchange")] or [c for c in calibration if c["rows"]]
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 5.2), layout="constrained")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="perfect calibration")
+    cmap = plt.get_cmap("tab10")
+    for k, cell in enumerate(rows[:10]):
+        xs = [r["predicted"] for r in cell["rows"]]
+        ys = [r["observed"] for r in cell["rows"]]
+        lows = [r["observed"] - r["ci_low"] for r in cell["rows"]]
+        highs = [r["ci_high"] - r["observed"] for r in cell["rows"]]
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o-", ms=3, lw=0.8, capsize=2,
+                    color=cmap(k % 10), label=cell["cell"])
+    ax.set_xlabel("hint's chance (mean over the bin)")
+    ax.set_ylabel("observed win rate (95% interval)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title("Hint calibration (face-down finales)" if "finale=down" in rows[0]["cell"]
+                 else "Hint calibration", fontsize=10)
+    ax.legend(fontsize=6, loc="upper left")
+    return _png(fig)
+
+
+def restarts(play_out: list[dict]) -> bytes | None:
+    """`play_out`: how many deals needed each number of restarts."""
+    play_out = [c for c in play_out if "finale=down" in c["cell"]] or play_out
+    if not play_out:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
+    width = 0.8 / len(play_out)
+    for k, cell in enumerate(play_out):
+        xs = [r["restarts"] + (k - (len(play_out) - 1) / 2) * width for r in cell["rows"]]
+        ax.bar(xs, [r["n"] / cell["n"] for r in cell["rows"]], width=width, label=cell["cell"])
+    ax.set_xlabel("restarts (0 = a standard win)")
+    ax.set_ylabel("share of deals")
+    ax.set_title("Play it out: restarts per deal", fontsize=10)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def rescue_by_down(rows: list[dict], cells: list[str]) -> bytes | None:
+    """Rescue win rate by cards face down at the first death, with the exact value where known."""
+    chosen = [c for c in cells if any(r["cell"] == c for r in rows)][:6]
+    if not chosen:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    cmap = plt.get_cmap("tab10")
+    for k, cell in enumerate(chosen):
+        mine = [r for r in rows if r["cell"] == cell and r["n"] >= 20]
+        if not mine:
+            continue
+        xs = [r["down_at_stop"] for r in mine]
+        ax.plot(xs, [r["win_rate"] for r in mine], "o", ms=3, color=cmap(k), label=cell)
+        exact = [(r["down_at_stop"], r["exact"]) for r in mine if r["exact"] is not None]
+        if exact:
+            ax.plot([x for x, _ in exact], [y for _, y in exact], "-", lw=0.8, color=cmap(k))
+    ax.set_xlabel("cards face down at the first death")
+    ax.set_ylabel("win rate (line: exact)")
+    ax.set_title("Rescues: win rate by cards left", fontsize=10)
+    ax.legend(fontsize=6)
+    return _png(fig)
+
+
+def render_all(jobs: list[tuple[str, str, tuple]], workers: int = 1) -> list[tuple[str, bytes | None]]:
+    """Draw plots given as (name, function name in this module, arguments), maybe in parallel.
+
+    With more than one worker the plots are drawn in forked processes (matplotlib is not
+    thread-safe); results come back in the order of ``jobs``.
+    """
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            context = multiprocessing.get_context("fork")
+        except ValueError:
+            context = None
+        if context is not None:
+            with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
+                drawn = list(pool.map(_draw, jobs))
+            return [(name, png) for (name, _, _), png in zip(jobs, drawn)]
+    return [(name, _draw((name, function, args))) for name, function, args in jobs]
+
+
+def _draw(job) -> bytes | None:
+    _, function, args = job
+    return globals()[function](*args)

@@ -1,0 +1,616 @@
+"""Record mode ``summary``: a shard's results as counts, from which every report figure follows.
+
+Version ``SUMMARY_SCHEMA_VERSION``; a change of tables, columns or meaning is a new version.
+
+A per-deal sweep writes one row per deal x cell; a summary sweep writes, per batch of
+deals, the counts of identical records instead, so that a billion-deal sweep stays a few
+megabytes. `summarise(results, cells)` turns the kernel's arrays (``kernel.RESULT_FIELDS``,
+shaped (cells, deals)) into six tables; the report reads per-deal results by turning each
+shard's rows into the same tables (`ShardSummary`), so both record modes give the same
+figures by construction. Tables of several batches or shards simply add up: sum ``n`` (and
+the pair counts) over equal keys (`combine`).
+
+Label columns, in every table (in ``pairs`` twice, prefixed ``a_`` and ``b_``): ``order``,
+``variant``, ``strategy``, ``finale``, ``depth``, as in the per-deal schema (null where the
+rules have none). They are dictionary-encoded with uint8 indices over the rules' names, in
+the form Polars writes an Enum, so Polars reads them back as Enums without decoding strings.
+
+| table    | key columns (besides the labels)                  | count columns                 |
+|----------|---------------------------------------------------|-------------------------------|
+| counts   | won, down_at_stop, hint, restarts, stray_deaths   | n                             |
+| turned   | won, cards_turned                                 | n                             |
+| piles    | won, rescue_pile                                  | n                             |
+| pairs    | the labels of cell a and of cell b                | both, a_only, b_only, neither |
+| blocks   | wins                                              | n                             |
+| facts    | won, kings_at_bottom, unvisited_at_third_king     | n                             |
+
+- ``counts``: deals per cell with each (won, down_at_stop, hint, restarts, stray_deaths),
+  the per-deal columns of the same names and types (hint float32, null with no rescue;
+  restarts and stray_deaths null outside `play_out`). Win rates, the cards left at the first
+  death, win rate by cards left, hint calibration and `play_out` restarts come from here.
+- ``turned``: deals per cell with each (won, cards_turned). Kept apart from ``counts``
+  because after a rescue cards_turned multiplies the number of distinct records tenfold.
+- ``piles``: deals per cell with each (won, rescue_pile); rescue_pile null with no rescue.
+- ``pairs``: for two cells played on the same deals, the 2x2 table of their outcomes:
+  ``both`` won, ``a_only``, ``b_only``, ``neither``. Pairs: every two cells of one deal order
+  (the same layouts), and every two cells that differ only in the deal order (the same deal
+  numbers). Cell a comes before cell b in the sweep's cell list.
+- ``blocks``: the deals are cut into blocks of ``BLOCK`` consecutive deal numbers from the
+  start of each summarised batch (a kernel batch of a summary sweep, whose batches the sweep
+  keeps to multiples of 13; a whole shard when the report reads per-deal rows); a partial
+  block at a batch's end is left out; ``n``
+  blocks of a cell had ``wins`` wins (0..13). Runs of losses come from here, since
+  consecutive deals are gone once counted.
+- ``facts``: for `standard` cells only, deals with each (won, kings_at_bottom,
+  unvisited_at_third_king): the facts of the deal that the per-deal schema records on
+  standard rows (hour piles with a king at the bottom; hours not yet taken from when the
+  third king was placed). Two claims of the seeds are about them.
+
+Counting is one numba pass over the records into dense per-cell tallies (every range is
+small and fixed by the rules: 2 x 49 x 125 records per cell, plus restart digits for
+`play_out`), so a batch costs a few nanoseconds a record; the tables are the tallies'
+nonzero entries. Pair tables are popcounts over bit-packed win vectors (numpy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from functools import lru_cache
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+
+from pipeline import rules
+from pipeline.rules import Cell
+
+SUMMARY_SCHEMA_VERSION = "clocksweep-summary/1"
+
+BLOCK = 13  # deals per block: "thirteen straight losses" (seed 001)
+
+LABELS = {
+    "order": rules.ORDERS,
+    "variant": rules.VARIANTS,
+    "strategy": rules.STRATEGIES,
+    "finale": rules.FINALES,
+    "depth": rules.DEPTHS,
+}
+LABEL_COLUMNS = tuple(LABELS)
+
+# table -> (key columns after the labels, count columns)
+TABLES = {
+    "counts": (("won", "down_at_stop", "hint", "restarts", "stray_deaths"), ("n",)),
+    "turned": (("won", "cards_turned"), ("n",)),
+    "piles": (("won", "rescue_pile"), ("n",)),
+    "pairs": (
+        tuple(f"a_{name}" for name in LABEL_COLUMNS) + tuple(f"b_{name}" for name in LABEL_COLUMNS),
+        ("both", "a_only", "b_only", "neither"),
+    ),
+    "blocks": (("wins",), ("n",)),
+    "facts": (("won", "kings_at_bottom", "unvisited_at_third_king"), ("n",)),
+}
+# Deal facts (`schema.DEAL_FACTS`): recorded on standard play's rows only, so tallied there.
+FACT_RANGE = rules.N_HOURS + 1  # 0..12 hour piles
+
+VALUE_TYPES = {
+    "won": pa.bool_(),
+    "down_at_stop": pa.int8(),
+    "hint": pa.float32(),
+    "restarts": pa.int8(),
+    "stray_deaths": pa.int8(),
+    "cards_turned": pa.int8(),
+    "rescue_pile": pa.int8(),
+    "wins": pa.int8(),
+    "kings_at_bottom": pa.int8(),
+    "unvisited_at_third_king": pa.int8(),
+}
+
+# Every chance the hint can give: d_p / U (d_p <= 4 cards, U <= 48 face-down cards), and the
+# certain 0 or 1 (face-up finales, exchange at the top). Code 0 is "no hint" (no rescue);
+# code i + 1 is HINT_VALUES[i]. Values are float32 num / den, as the per-deal schema stores.
+MAX_DOWN = rules.N_CARDS - rules.PILE_SIZE
+_HINT_FRACTIONS = sorted(
+    {Fraction(0), Fraction(1)}
+    | {Fraction(num, den) for den in range(1, MAX_DOWN + 1) for num in range(1, min(den, 4) + 1)}
+)
+HINT_VALUES = np.array(
+    [np.float32(f.numerator) / np.float32(f.denominator) for f in _HINT_FRACTIONS], dtype=np.float32
+)
+if np.any(np.diff(HINT_VALUES) <= 0):  # distinct fractions must stay distinct in float32
+    raise AssertionError("hint values collide in float32")
+
+
+def _hint_lut() -> np.ndarray:
+    """Hint code by (numerator, denominator) as the kernel gives them; 0 where den = 0."""
+    lut = np.zeros((5, MAX_DOWN + 1), dtype=np.int16)
+    for den in range(1, MAX_DOWN + 1):
+        for num in range(0, min(den, 4) + 1):
+            value = np.float32(num) / np.float32(den)
+            lut[num, den] = np.searchsorted(HINT_VALUES, value) + 1
+    return lut
+
+
+HINT_CODE = _hint_lut()
+_HINT_ONE = int(np.searchsorted(HINT_VALUES, np.float32(1))) + 1
+
+
+# --- Arrow types: labels as Polars writes an Enum ------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def label_field(name: str) -> pa.Field:
+    """The Arrow field of a label column: Polars' own export of an Enum over the rules' names."""
+    import polars as pl
+
+    frame = pl.DataFrame({name: pl.Series([], dtype=pl.Enum(list(LABELS[name])))})
+    return frame.to_arrow().schema.field(name)
+
+
+def _label_name(column: str) -> str:
+    return column[2:] if column[:2] in ("a_", "b_") else column
+
+
+@lru_cache(maxsize=None)
+def _label_field_for(column: str) -> pa.Field:
+    base = label_field(_label_name(column))
+    return pa.field(column, base.type, nullable=True, metadata=base.metadata)
+
+
+def _schema(table: str) -> pa.Schema:
+    keys, counts = TABLES[table]
+    if table == "pairs":
+        fields = [_label_field_for(column) for column in keys]
+    else:
+        fields = [_label_field_for(column) for column in LABEL_COLUMNS]
+        fields += [pa.field(column, VALUE_TYPES[column]) for column in keys]
+    fields += [pa.field(column, pa.int64()) for column in counts]
+    return pa.schema(fields)
+
+
+SCHEMAS: dict[str, pa.Schema] = {table: _schema(table) for table in TABLES}
+
+
+def _label_array(column: str, values: list[str | None], index: np.ndarray) -> pa.Array:
+    """A label column for rows whose cell is ``index`` (into ``values``, one per cell)."""
+    field = _label_field_for(column)
+    names = LABELS[_label_name(column)]
+    codes = np.array([names.index(v) if v is not None else 0 for v in values], dtype=np.uint8)
+    null = np.array([v is None for v in values], dtype=bool)
+    row_codes = codes[index] if len(values) else np.zeros(0, dtype=np.uint8)
+    mask = null[index] if null.any() else None
+    return pa.DictionaryArray.from_arrays(
+        pa.array(row_codes, type=pa.uint8(), mask=mask),
+        pa.array(list(names), type=field.type.value_type),
+        ordered=field.type.ordered,
+    )
+
+
+def _cell_labels(cells: Sequence[Cell], prefix: str, index: np.ndarray) -> dict[str, pa.Array]:
+    return {
+        f"{prefix}{name}": _label_array(
+            f"{prefix}{name}", [getattr(cell, name) for cell in cells], index
+        )
+        for name in LABEL_COLUMNS
+    }
+
+
+def _masked(values: np.ndarray, null: np.ndarray, type_: pa.DataType) -> pa.Array:
+    return pa.array(values.astype(type_.to_pandas_dtype()), type=type_,
+                    mask=null if null.any() else None)
+
+
+# --- Counting -----------------------------------------------------------------------------
+#
+# One pass of numba over the rows adds each record to dense per-cell tallies (the ranges
+# are small and fixed by the rules); the tables are their nonzero entries. `play_out` cells,
+# the only ones with restarts, get a tally of their own with the restart digits.
+
+RESTART_RANGE = 52  # restarts + 1 (<= 49: a restart turns a card) and stray_deaths + 1 (<= 50)
+TURNED_RANGE = 64  # cards_turned 0..53
+PILE_RANGE = rules.N_HOURS + 1  # rescue_pile 0 (none) .. 12
+DOWN_RANGE = MAX_DOWN + 1
+N_HINT_CODES = len(HINT_VALUES) + 1
+COUNT_SIZE = 2 * DOWN_RANGE * N_HINT_CODES  # (won, down_at_stop, hint code)
+RESTART_SIZE = 2 * DOWN_RANGE * RESTART_RANGE * RESTART_RANGE  # (won, down, restarts+1, stray+1)
+_HINT_VALUE_OF_CODE = np.concatenate(([np.float32(-1)], HINT_VALUES)).astype(np.float32)
+
+# Errors the counting pass reports by number (the row is reported with it).
+_ERRORS = {
+    1: "a value out of the rules' range (down_at_stop, cards_turned, rescue_pile, restarts)",
+    2: "a hint that is not a chance the hint can give (d/U, U <= 48)",
+    3: "restarts outside a play_out cell",
+    4: "a deal outside the shard's range",
+    5: "a row of a cell the sweep does not list",
+}
+
+
+@nb.njit(cache=True, nogil=True)
+def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restarts, stray,
+           hint_float, hint_num, hint_den, restart_slot, counts, restart_counts, turned_counts,
+           pile_counts, won_matrix, present):
+    """Add every row to the tallies and the win matrix; gives (error number, row) or (0, -1).
+
+    Rows come in runs of one cell: rows starts[r]..ends[r]-1 are cell run_cells[r]. A row's
+    deal is deal_offset[i] (per-deal rows) or, with ``deal_offset`` empty, its place in its
+    run (kernel results: each run is a cell's deals 0, 1, ...). Hints come as floats
+    (``hint_float``, per-deal rows) or as the kernel's numerator and denominator.
+    """
+    from_float = hint_float.shape[0] > 0
+    by_deal = deal_offset.shape[0] > 0
+    n_deals = won_matrix.shape[1]
+    for r in range(starts.shape[0]):
+        c = run_cells[r]
+        slot = restart_slot[c]
+        for i in range(starts[r], ends[r]):
+            k = deal_offset[i] if by_deal else i - starts[r]
+            w = np.int64(won[i])
+            d = np.int64(down[i])
+            t = np.int64(turned[i])
+            p = np.int64(pile[i])
+            if d < 0 or d >= DOWN_RANGE or t < 0 or t >= TURNED_RANGE or p < 0 or p >= PILE_RANGE:
+                return 1, i
+            hint = 0
+            if p > 0:
+                if from_float:
+                    h = hint_float[i]
+                    num = np.int64(np.rint(h * d))
+                    if num < 0 or num > 4:
+                        num = 0
+                    hint = HINT_CODE[num, d]
+                    hint = _HINT_ONE if h == 1.0 else hint
+                    if _HINT_VALUE_OF_CODE[hint] != h:
+                        return 2, i
+                else:
+                    num = np.int64(hint_num[i])
+                    den = np.int64(hint_den[i])
+                    if num < 0 or num > 4 or den < 0 or den >= DOWN_RANGE:
+                        return 2, i
+                    hint = HINT_CODE[num, den]
+                    if hint == 0:
+                        return 2, i
+            rs = np.int64(restarts[i]) + 1
+            st = np.int64(stray[i]) + 1
+            if rs != 0 or st != 0:
+                if slot < 0:
+                    return 3, i
+                if rs < 0 or rs >= RESTART_RANGE or st < 0 or st >= RESTART_RANGE:
+                    return 1, i
+                restart_counts[slot, ((w * DOWN_RANGE + d) * RESTART_RANGE + rs) * RESTART_RANGE + st] += 1
+            else:
+                counts[c, (w * DOWN_RANGE + d) * N_HINT_CODES + hint] += 1
+            turned_counts[c, w * TURNED_RANGE + t] += 1
+            pile_counts[c, w * PILE_RANGE + p] += 1
+            if k < 0 or k >= n_deals:
+                return 4, i
+            won_matrix[c, k] = won[i]
+            present[c, k] = True
+    return 0, -1
+
+
+LABEL_RADICES = np.array([len(LABELS[name]) + 1 for name in LABEL_COLUMNS], dtype=np.int64)
+
+
+def label_code(cell: Cell) -> int:
+    """A cell's labels as one integer: mixed radix over LABEL_COLUMNS (null = the names' count)."""
+    code = 0
+    for name, radix in zip(reversed(LABEL_COLUMNS), reversed(LABEL_RADICES)):
+        names, value = LABELS[name], getattr(cell, name)
+        code = code * int(radix) + (names.index(value) if value is not None else len(names))
+    return code
+
+
+def label_code_lut(cells: Sequence[Cell]) -> np.ndarray:
+    """Cell index by label code (`label_code`), -1 for labels of no cell in ``cells``."""
+    lut = np.full(int(np.prod(LABEL_RADICES)), -1, dtype=np.int64)
+    for index, cell in enumerate(cells):
+        lut[label_code(cell)] = index
+    return lut
+
+
+_EMPTY_F32 = np.zeros(0, dtype=np.float32)
+_EMPTY_I8 = np.zeros(0, dtype=np.int8)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+class ShardSummary:
+    """The summary tables of one run of deals (a kernel batch, or a shard's per-deal rows).
+
+    Rows may arrive in any order and in pieces; each deal x cell must come once. ``first``
+    and ``count`` give the deal numbers covered, for the pair and block tables.
+    """
+
+    def __init__(self, cells: Sequence[Cell], first: int, count: int):
+        self.cells = list(cells)
+        self.first, self.count = first, count
+        n_cells = len(self.cells)
+        self.won = np.zeros((n_cells, count), dtype=bool)
+        self.present = np.zeros((n_cells, count), dtype=bool)
+        self.complete = False  # set when every deal x cell is known to be present
+        replays = [i for i, cell in enumerate(self.cells) if cell.variant == "play_out"]
+        self.restart_slot = np.full(n_cells, -1, dtype=np.int64)
+        self.restart_slot[replays] = np.arange(len(replays))
+        self.counts = np.zeros((n_cells, COUNT_SIZE), dtype=np.int64)
+        self.restart_counts = np.zeros((len(replays), RESTART_SIZE), dtype=np.int64)
+        self.turned = np.zeros((n_cells, 2 * TURNED_RANGE), dtype=np.int64)
+        self.piles = np.zeros((n_cells, 2 * PILE_RANGE), dtype=np.int64)
+        self.facts = np.zeros((n_cells, 2 * FACT_RANGE * FACT_RANGE), dtype=np.int64)
+
+    def add_facts(self, cell: int, won, kings_at_bottom, unvisited_at_third_king) -> None:
+        """Add the deal facts of rows of one (standard) cell."""
+        kings = np.asarray(kings_at_bottom, dtype=np.int64)
+        unvisited = np.asarray(unvisited_at_third_king, dtype=np.int64)
+        if len(kings) == 0:
+            return
+        if min(kings.min(), unvisited.min()) < 0 or max(kings.max(), unvisited.max()) >= FACT_RANGE:
+            raise ValueError("a deal fact out of range (kings_at_bottom, unvisited_at_third_king: 0..12)")
+        key = (np.asarray(won).astype(np.int64) * FACT_RANGE + kings) * FACT_RANGE + unvisited
+        self.facts[cell] += np.bincount(key, minlength=self.facts.shape[1])
+
+    def _tallies(self):
+        return (self.restart_slot, self.counts, self.restart_counts, self.turned, self.piles,
+                self.won, self.present)
+
+    @staticmethod
+    def _check(error: int, row: int) -> None:
+        if error:
+            raise ValueError(f"record {row}: {_ERRORS[error]}")
+
+    def add_matrix(self, results: dict[str, np.ndarray]) -> None:
+        """Add kernel results for every cell and deal (``results`` as `kernel.play` gives)."""
+        n_cells, count = results["won"].shape
+        if (n_cells, count) != self.won.shape:
+            raise ValueError(f"results are {n_cells} cells x {count} deals; "
+                             f"expected {self.won.shape[0]} x {self.won.shape[1]}")
+        flat = {name: np.ascontiguousarray(array, dtype=np.int8).reshape(-1)
+                for name, array in results.items()}
+        starts = np.arange(n_cells, dtype=np.int64) * count
+        self._check(*_count(
+            np.arange(n_cells, dtype=np.int64), starts, starts + count, _EMPTY_I64,
+            flat["won"].view(np.bool_), flat["cards_turned"], flat["down_at_stop"],
+            flat["rescue_pile"], flat["restarts"], flat["stray_deaths"], _EMPTY_F32,
+            flat["hint_num"], flat["hint_den"], *self._tallies()))
+        self.complete = True
+        if "kings_at_bottom" in results:
+            for c, cell in enumerate(self.cells):
+                if cell.variant == "standard":
+                    self.add_facts(c, results["won"][c], results["kings_at_bottom"][c],
+                                   results["unvisited_at_third_king"][c])
+
+    def add_runs(self, run_cells, starts, ends, deal_offset, won, cards_turned, down_at_stop,
+                 rescue_pile, hint, restarts, stray_deaths) -> None:
+        """Add per-deal rows in runs of one cell: rows starts[i]..ends[i]-1 are cell
+        run_cells[i] (an index into the cell list). ``deal_offset`` = deal - first per row;
+        ``hint`` float32 (any value where there was no rescue); missing values as the kernel
+        codes them: rescue_pile 0, restarts and stray_deaths -1."""
+        as8 = lambda a: np.ascontiguousarray(a, dtype=np.int8)  # noqa: E731
+        won = np.ascontiguousarray(won)
+        if won.dtype != np.bool_:
+            won = won.astype(bool)
+        self._check(*_count(
+            np.ascontiguousarray(run_cells, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64),
+            np.ascontiguousarray(ends, dtype=np.int64), np.ascontiguousarray(deal_offset, dtype=np.int64),
+            won, as8(cards_turned), as8(down_at_stop), as8(rescue_pile), as8(restarts),
+            as8(stray_deaths), np.ascontiguousarray(hint, dtype=np.float32), _EMPTY_I8, _EMPTY_I8,
+            *self._tallies()))
+
+    def add_rows(self, cell, deal_offset, won, cards_turned, down_at_stop, rescue_pile, hint,
+                 restarts, stray_deaths) -> None:
+        """`add_runs` for rows in any order: ``cell`` indexes the cell list, per row."""
+        cell = np.asarray(cell)
+        if len(cell) == 0:
+            return
+        if (cell < 0).any() or (cell >= len(self.cells)).any():
+            raise ValueError("a row of a cell the sweep does not list")
+        columns = [deal_offset, won, cards_turned, down_at_stop, rescue_pile, hint, restarts, stray_deaths]
+        change = np.flatnonzero(cell[1:] != cell[:-1]) + 1
+        if len(change) > max(256, len(cell) // 1024):  # interleaved cells: group them first
+            order = np.argsort(cell, kind="stable")
+            cell = cell[order]
+            columns = [np.asarray(column)[order] for column in columns]
+            change = np.flatnonzero(cell[1:] != cell[:-1]) + 1
+        starts = np.concatenate(([0], change))
+        ends = np.concatenate((change, [len(cell)]))
+        self.add_runs(cell[starts], starts, ends, *columns)
+
+    # --- the tables -----------------------------------------------------------------------
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The five summary tables of everything added."""
+        present = None if self.complete or self.present.all() else self.present
+        return {
+            "counts": self._counts(),
+            "turned": self._simple(self.turned, TURNED_RANGE, "cards_turned", None),
+            "piles": self._simple(self.piles, PILE_RANGE, "rescue_pile", 0),
+            "pairs": pair_table(self.cells, self.won, present),
+            "blocks": block_table(self.cells, self.won, present),
+            "facts": self._facts(),
+        }
+
+    def _facts(self) -> pa.Table:
+        cell, key = np.nonzero(self.facts)
+        n = self.facts[cell, key]
+        columns = {
+            **_cell_labels(self.cells, "", cell),
+            "won": pa.array((key // FACT_RANGE**2).astype(bool)),
+            "kings_at_bottom": pa.array((key // FACT_RANGE % FACT_RANGE).astype(np.int8)),
+            "unvisited_at_third_king": pa.array((key % FACT_RANGE).astype(np.int8)),
+            "n": pa.array(n.astype(np.int64)),
+        }
+        return pa.table(columns, schema=SCHEMAS["facts"])
+
+    def _counts(self) -> pa.Table:
+        cell, key = np.nonzero(self.counts)
+        n = self.counts[cell, key]
+        hint = key % N_HINT_CODES
+        down = key // N_HINT_CODES % DOWN_RANGE
+        won = key // (N_HINT_CODES * DOWN_RANGE)
+        restarts = np.zeros(len(cell), dtype=np.int64)
+        stray = np.zeros(len(cell), dtype=np.int64)
+        slot, key = np.nonzero(self.restart_counts)
+        if len(slot):
+            slot_cell = np.flatnonzero(self.restart_slot >= 0)
+            cell = np.concatenate([cell, slot_cell[slot]])
+            n = np.concatenate([n, self.restart_counts[slot, key]])
+            hint = np.concatenate([hint, np.zeros(len(slot), dtype=np.int64)])
+            stray = np.concatenate([stray, key % RESTART_RANGE])
+            restarts = np.concatenate([restarts, key // RESTART_RANGE % RESTART_RANGE])
+            down = np.concatenate([down, key // RESTART_RANGE**2 % DOWN_RANGE])
+            won = np.concatenate([won, key // (RESTART_RANGE**2 * DOWN_RANGE)])
+        order = np.lexsort((stray, restarts, hint, down, won, cell))
+        cell, won, down, hint, restarts, stray, n = (
+            a[order] for a in (cell, won, down, hint, restarts, stray, n))
+        hint_value = np.concatenate(([0], HINT_VALUES))[hint].astype(np.float32)
+        columns = {
+            **_cell_labels(self.cells, "", cell),
+            "won": pa.array(won.astype(bool)),
+            "down_at_stop": pa.array(down.astype(np.int8)),
+            "hint": _masked(hint_value, hint == 0, pa.float32()),
+            "restarts": _masked(restarts - 1, restarts == 0, pa.int8()),
+            "stray_deaths": _masked(stray - 1, stray == 0, pa.int8()),
+            "n": pa.array(n.astype(np.int64)),
+        }
+        return pa.table(columns, schema=SCHEMAS["counts"])
+
+    def _simple(self, tally: np.ndarray, value_range: int, column: str, null_value) -> pa.Table:
+        cell, key = np.nonzero(tally)
+        n = tally[cell, key]
+        won, value = key // value_range, key % value_range
+        null = value == null_value if null_value is not None else np.zeros(len(value), dtype=bool)
+        columns = {
+            **_cell_labels(self.cells, "", cell),
+            "won": pa.array(won.astype(bool)),
+            column: _masked(value, null, pa.int8()),
+            "n": pa.array(n.astype(np.int64)),
+        }
+        return pa.table(columns, schema=SCHEMAS[column == "cards_turned" and "turned" or "piles"])
+
+
+# --- Pairs and blocks ---------------------------------------------------------------------
+
+
+def comparable_pairs(cells: Sequence[Cell]) -> list[tuple[int, int]]:
+    """Pairs (a, b), a < b, of cells whose outcomes are compared deal by deal.
+
+    Cells of one deal order play the same layouts; cells that differ only in the order play
+    the same deal numbers (different layouts of one shuffle).
+    """
+    pairs = []
+    for a, first in enumerate(cells):
+        for b in range(a + 1, len(cells)):
+            second = cells[b]
+            same_but_order = (first.variant, first.strategy, first.finale, first.depth) == (
+                second.variant, second.strategy, second.finale, second.depth)
+            if first.order == second.order or same_but_order:
+                pairs.append((a, b))
+    return pairs
+
+
+def _packed(bits: np.ndarray) -> np.ndarray:
+    """Rows of booleans as rows of uint64 words (zero-padded)."""
+    packed = np.packbits(bits, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad:
+        packed = np.pad(packed, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
+
+
+def pair_counts(won: np.ndarray, present: np.ndarray | None,
+                pairs: list[tuple[int, int]]) -> np.ndarray:
+    """(both, a_only, b_only, neither) per pair, on the deals both cells played."""
+    out = np.zeros((len(pairs), 4), dtype=np.int64)
+    if not pairs:
+        return out
+    wins = _packed(won)
+    have = _packed(present) if present is not None else None
+    by_a: dict[int, list[tuple[int, int]]] = {}
+    for row, (a, b) in enumerate(pairs):
+        by_a.setdefault(a, []).append((row, b))
+    for a, rows_b in by_a.items():
+        rows = np.array([row for row, _ in rows_b])
+        bs = np.array([b for _, b in rows_b])
+        both = _popcount(wins[a] & wins[bs])
+        if have is None:
+            n = np.full(len(bs), won.shape[1], dtype=np.int64)
+            a_wins = np.full(len(bs), _popcount(wins[a]), dtype=np.int64)
+            b_wins = _popcount(wins[bs])
+        else:
+            n = _popcount(have[a] & have[bs])
+            a_wins = _popcount(wins[a] & have[bs])
+            b_wins = _popcount(wins[bs] & have[a])
+        out[rows, 0] = both
+        out[rows, 1] = a_wins - both
+        out[rows, 2] = b_wins - both
+        out[rows, 3] = n - a_wins - b_wins + both
+    return out
+
+
+def pair_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None) -> pa.Table:
+    pairs = comparable_pairs(cells)
+    counts = pair_counts(won, present, pairs)
+    a = np.array([p[0] for p in pairs], dtype=np.int64)
+    b = np.array([p[1] for p in pairs], dtype=np.int64)
+    columns = {**_cell_labels(cells, "a_", a), **_cell_labels(cells, "b_", b)}
+    for i, name in enumerate(TABLES["pairs"][1]):
+        columns[name] = pa.array(counts[:, i])
+    return pa.table(columns, schema=SCHEMAS["pairs"])
+
+
+@nb.njit(cache=True, nogil=True)
+def _block_tally(won, present, use_present, tally):
+    """tally[c, w] += 1 for each block of BLOCK consecutive deals of cell c with w wins."""
+    for c in range(won.shape[0]):
+        for b in range(won.shape[1] // BLOCK):
+            wins = 0
+            whole = True
+            for k in range(b * BLOCK, (b + 1) * BLOCK):
+                wins += won[c, k]
+                if use_present and not present[c, k]:
+                    whole = False
+            if whole:
+                tally[c, wins] += 1
+
+
+def block_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None) -> pa.Table:
+    tally = np.zeros((len(cells), BLOCK + 1), dtype=np.int64)
+    _block_tally(won, won if present is None else present, present is not None, tally)
+    cell_index, wins = np.nonzero(tally)
+    columns = {
+        **_cell_labels(cells, "", cell_index.astype(np.int64)),
+        "wins": pa.array(wins.astype(np.int8)),
+        "n": pa.array(tally[cell_index, wins].astype(np.int64)),
+    }
+    return pa.table(columns, schema=SCHEMAS["blocks"])
+
+
+# --- The sweep's entry point ----------------------------------------------------------------
+
+
+def summarise(results: dict[str, np.ndarray], cells: Sequence[Cell]) -> dict[str, pa.Table]:
+    """One batch of kernel results (cells x deals, as `kernel.play` gives) as summary tables."""
+    count = results["won"].shape[1]
+    shard = ShardSummary(cells, 0, count)
+    shard.add_matrix(results)
+    return shard.tables()
+
+
+def combine(parts: Iterable[dict[str, pa.Table]]) -> dict[str, pa.Table]:
+    """Summary tables of several batches or shards added up into one set (sums over keys)."""
+    import polars as pl
+
+    parts = list(parts)
+    out = {}
+    for table, (keys, counts) in TABLES.items():
+        pieces = [part[table] for part in parts if table in part]
+        if not pieces:
+            out[table] = SCHEMAS[table].empty_table()
+            continue
+        frame = pl.concat([pl.from_arrow(piece) for piece in pieces], how="vertical")
+        group = list(LABEL_COLUMNS) + list(keys) if table != "pairs" else list(keys)
+        summed = frame.group_by(group).agg(pl.col(list(counts)).sum()).sort(group, nulls_last=False)
+        out[table] = summed.to_arrow().cast(SCHEMAS[table])
+    return out

@@ -1,0 +1,597 @@
+"""Sweeps on Ray: a config becomes shards, each a Ray task that plays and writes its deals.
+
+The driver plans shards (consecutive deal ranges), skips those already committed whose files
+still verify, and keeps a bounded number of tasks in flight. Each task plays its whole deal
+range under every cell with the kernel, in sub-batches that bound its memory, and writes its
+own Parquet file(s) (see `storage`); it returns only small metadata, which the driver commits
+to the manifest. Results never pass through the driver, so its memory does not grow with the
+number of deals.
+
+Retries are the driver's: a task that raises, or whose worker process dies, is resubmitted up
+to ``ray.max_retries`` more times, each attempt reported as it happens and counted in the
+manifest. A rerun after any interruption (even SIGKILL of the driver) redoes exactly the
+shards that were not committed; shard files are byte-identical wherever they are made.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pipeline import config as sweep_config
+from pipeline import storage
+from pipeline.config import ConfigError, SweepConfig
+from pipeline.rules import Cell
+from pipeline.storage import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
+
+# A task plays at most this many rows (deals x cells) at once: about 150 MB of arrays.
+ROWS_PER_BATCH = 4_000_000
+PROGRESS_INTERVAL = 1.0  # seconds between progress refreshes on a terminal
+PROGRESS_INTERVAL_LOG = 10.0  # ... and between progress lines when stderr is a file
+MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
+
+# Test hook, read by the driver and passed to tasks: "SECONDS:DIRECTORY" makes every task,
+# once its first batch is written (a temporary file exists), write its pid to
+# DIRECTORY/shard-N.attempt-K.pid and wait SECONDS, so that a test can kill a worker, or the
+# driver, mid-shard.
+TEST_PAUSE_ENV = "CLOCKSWEEP_TEST_PAUSE"
+# Test hook: "N" makes every attempt at shard N raise, to exercise retries and failed runs.
+TEST_FAIL_ENV = "CLOCKSWEEP_TEST_FAIL_SHARD"
+
+
+def code_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("clocksweep")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+# --- The plan -----------------------------------------------------------------------------
+
+
+def plan(config: SweepConfig) -> list[Shard]:
+    return storage.plan_shards(config.first, config.deals, config.shard_size)
+
+
+def describe_plan(config: SweepConfig) -> str:
+    """The dry run: the cells, the shards and the total deals, as text."""
+    shards = plan(config)
+    lines = [
+        f"sweep {config.name} (config hash {config.hash[:12]})",
+        f"seed {config.seed}; deals {config.first}-{config.first + config.deals - 1} "
+        f"({config.deals:,} deals); record {config.record}; output {config.output}",
+        f"{len(config.cells)} cells:",
+    ]
+    lines += [f"  {cell.label}" for cell in config.cells]
+    shown = [shard.stem for shard in shards[:3]]
+    if len(shards) > 4:
+        shown.append("...")
+    if len(shards) > 3:
+        shown.append(shards[-1].stem)
+    lines.append(f"{len(shards)} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
+    lines.append(f"total: {config.deals:,} deals x {len(config.cells)} cells = "
+                 f"{config.deals * len(config.cells):,} deal results")
+    return "\n".join(lines)
+
+
+def deals_per_batch(count: int, n_cells: int, multiple: int = 1) -> int:
+    """Sub-batch size: even batches of at most ROWS_PER_BATCH rows, a multiple of ``multiple``."""
+    n_batches = -(-count * n_cells // ROWS_PER_BATCH)
+    size = max(1, -(-count // max(1, n_batches)))
+    if multiple > 1 and size > multiple:
+        size -= size % multiple
+    return size
+
+
+# --- The task -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """Everything a task needs to play and write one shard (small: it travels to the worker)."""
+
+    location: Location
+    shard: Shard
+    seed: int
+    cells: tuple[Cell, ...]
+    record: str
+    provenance: dict
+    attempt: int
+    pause: tuple[float, str] | None = None
+    fail: bool = False
+
+
+def play_shard(job: ShardJob) -> dict:
+    """Play a shard under every cell and write its file(s): the manifest entry, less attempts."""
+    started = time.perf_counter()
+    if job.fail:
+        raise RuntimeError(f"test hook {TEST_FAIL_ENV}: shard {job.shard.index} fails")
+    from pipeline import kernel
+
+    shard, cells = job.shard, list(job.cells)
+    metadata = storage.file_metadata(
+        {**job.provenance, "shard": {"index": shard.index, "first": shard.first, "last": shard.last}}
+    )
+    summary = None
+    multiple = 1
+    if job.record == "summary":
+        from pipeline import summary
+
+        multiple = summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
+    writers: dict[str, storage.ShardFileWriter] = {}
+    parts = []
+    try:
+        batch = deals_per_batch(shard.count, len(cells), multiple)
+        for start in range(0, shard.count, batch):
+            first = shard.first + start
+            count = min(batch, shard.count - start)
+            results = kernel.play(job.seed, first, count, cells)
+            if summary is not None:
+                parts.append(summary.summarise(results, cells))
+            else:
+                table = storage.deal_batch(job.seed, first, results, cells, metadata)
+                if DEALS_TABLE not in writers:
+                    writers[DEALS_TABLE] = storage.ShardFileWriter(
+                        job.location, shard.path(DEALS_TABLE), table.schema, DEALS_TABLE
+                    )
+                writers[DEALS_TABLE].write(table)
+            del results
+            if job.pause and start == 0:
+                hold_for_test(job)
+        if parts:
+            # One file per summary table, each the shard's counts summed over its batches.
+            for name, table in summary.combine(parts).items():
+                table = table.replace_schema_metadata(metadata)
+                writers[name] = storage.ShardFileWriter(job.location, shard.path(name),
+                                                        table.schema, name)
+                writers[name].write(table)
+        files = [writer.commit() for writer in writers.values()]
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    import ray
+
+    context = ray.get_runtime_context()
+    return {
+        "index": shard.index,
+        "first": shard.first,
+        "last": shard.last,
+        "deals": shard.count,
+        "cells": len(cells),
+        "rows": sum(record["rows"] for record in files if record["table"] == DEALS_TABLE),
+        "files": files,
+        "seconds": round(time.perf_counter() - started, 3),
+        "node": ray.util.get_node_ip_address(),
+        "node_id": context.get_node_id(),
+    }
+
+
+def hold_for_test(job: ShardJob) -> None:
+    """The test hook (see TEST_PAUSE_ENV): say which process this is, then wait."""
+    seconds, directory = job.pause
+    path = f"{directory}/shard-{job.shard.index}.attempt-{job.attempt}.pid"
+    with open(path + ".tmp", "w") as file:
+        file.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
+    time.sleep(seconds)
+
+
+# --- Progress -----------------------------------------------------------------------------
+
+
+class Progress:
+    """Progress on stderr: refreshed in place on a terminal, occasional lines in a log."""
+
+    def __init__(self, stream, total_shards: int, total_deals: int, done_shards: int, done_deals: int):
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.interval = PROGRESS_INTERVAL if self.tty else PROGRESS_INTERVAL_LOG
+        self.total_shards, self.total_deals = total_shards, total_deals
+        self.done_shards, self.done_deals = done_shards, done_deals
+        self.start_deals = done_deals
+        self.failures = 0
+        self.started = time.monotonic()
+        self.last_shown = self.started
+        self.line_open = False
+
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return (self.done_deals - self.start_deals) / elapsed if elapsed > 0 else 0.0
+
+    def status(self) -> str:
+        rate = self.rate()
+        left = self.total_deals - self.done_deals
+        eta = format_seconds(left / rate) if rate > 0 else "?"
+        return (f"shards {self.done_shards}/{self.total_shards}, "
+                f"deals {self.done_deals:,}/{self.total_deals:,}, {format_rate(rate)} deals/s, "
+                f"ETA {eta}, failures {self.failures}")
+
+    def tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_shown < self.interval:
+            return
+        self.last_shown = now
+        if self.tty:
+            self.stream.write(f"\r\x1b[Kclocksweep: {self.status()}")
+            self.line_open = True
+        else:
+            self.stream.write(f"clocksweep: {self.status()}\n")
+        self.stream.flush()
+
+    def say(self, message: str) -> None:
+        """A message of its own (an error as it happens), on its own line."""
+        if self.line_open:
+            self.stream.write("\r\x1b[K")
+            self.line_open = False
+        self.stream.write(f"clocksweep: {message}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.line_open:
+            self.stream.write("\n")
+            self.line_open = False
+        self.stream.flush()
+
+
+def format_rate(rate: float) -> str:
+    if rate >= 1e6:
+        return f"{rate / 1e6:.2f}M"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.1f}k"
+    return f"{rate:.0f}"
+
+
+def format_seconds(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+# --- Ray ----------------------------------------------------------------------------------
+
+
+def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
+    """Join or start Ray: (whether we started it, what the cluster is).
+
+    The address comes from --address, else RAY_ADDRESS (set by `ray job submit`), else the
+    config; with none, a new local instance ("local", never a cluster that happens to run
+    on this machine). Ray's token authentication is left as Ray sets it up.
+    """
+    import ray
+
+    started = False
+    if ray.is_initialized():
+        kind = "the Ray session already open in this process"
+    else:
+        for source, value in (("--address", address), ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),
+                              ("ray.address", config.ray.get("address")), (None, "local")):
+            if value:
+                break
+        if source is not None:
+            check_reachable(source, value)
+        options = {"address": value, "ignore_reinit_error": True, "log_to_driver": True,
+                   "logging_level": "warning"}
+        if value == "local":
+            options["num_cpus"] = config.ray.get("num_cpus")
+            options["include_dashboard"] = False
+        try:
+            ray.init(**options)
+        except (ConnectionError, ValueError, RuntimeError) as error:
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            if source is None:
+                raise ConfigError(f"ray: cannot start a local Ray instance: {first_line}") from None
+            raise ConfigError(
+                f"{source}: cannot connect to Ray at {value!r}: {first_line} (a cluster with "
+                "token authentication also needs RAY_AUTH_MODE=token and its token here)"
+            ) from None
+        started = True
+        kind = "local instance" if value == "local" else "cluster"
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    cluster = {
+        "ray_version": ray.__version__,
+        "kind": kind,
+        "gcs_address": ray.get_runtime_context().gcs_address,
+        "cpus": ray.cluster_resources().get("CPU", 0),
+        "nodes": [
+            {"host": node.get("NodeManagerHostname"), "ip": node.get("NodeManagerAddress"),
+             "cpus": node.get("Resources", {}).get("CPU", 0)}
+            for node in nodes
+        ],
+    }
+    return started, cluster
+
+
+def check_reachable(source: str, address: str) -> None:
+    """Fail fast, in one line, when nothing listens at a HOST:PORT address (ray.init would
+    retry for minutes). Other forms ('auto', 'ray://...') are left to Ray."""
+    import socket
+
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as error:
+        raise ConfigError(
+            f"{source}: nothing answers at {address} ({error.strerror or error}); "
+            "expected the HOST:PORT of a Ray cluster's head (`ray start --head`)"
+        ) from None
+
+
+def error_line(error: BaseException) -> str:
+    """One line for a task's failure: the original exception where Ray wraps one."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        error = cause
+    text = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# --- The run ------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    shards: int = 0
+    skipped: int = 0
+    played: int = 0
+    played_deals: int = 0
+    failed: list[int] = field(default_factory=list)
+    redone: list[int] = field(default_factory=list)
+    deals: int = 0
+    rows: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    play_seconds: float = 0.0
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
+        stream=None) -> Outcome:
+    """Run (or resume) a sweep into its results directory; gives what happened.
+
+    User errors (another config's results in the directory, a directory that is not ours, a
+    Ray address that does not answer) raise ConfigError or storage.ResultsError before
+    anything is written.
+    """
+    stream = stream or sys.stderr
+    clock = time.monotonic()
+    location = Location(config.output)
+    shards = plan(config)
+    outcome = Outcome(shards=len(shards))
+    # Read-only checks first: nothing is written unless the run may go ahead.
+    previous = read_previous(location, config, fresh)
+    manifest = storage.Manifest(location, config.hash)
+    notes = []
+    if previous is not None and not fresh:
+        notes = manifest.load_verified(shards, storage.expected_schemas(config.record))
+    todo = [shard for shard in shards if shard.index not in manifest.entries]
+    outcome.skipped = len(shards) - len(todo)
+    outcome.redone = [index for index, _ in notes]
+
+    started_ray, cluster, lock = False, None, None
+    if todo:
+        started_ray, cluster = connect(config, address)
+    try:
+        lock = location.lock()
+        progress = Progress(stream, len(shards), config.deals,
+                            outcome.skipped, sum(e["deals"] for e in manifest.entries.values()))
+        for index, problem in notes:
+            progress.say(f"shard {index}: {problem}; redoing it" if index >= 0 else problem)
+        if fresh and previous is not None:
+            for name in (storage.SHARDS_DIR, MANIFEST_FILE):
+                location.delete(name)
+        leftovers = storage.uncommitted_files(location, manifest.as_dict())
+        for path in leftovers:
+            location.delete(path)
+        if leftovers:
+            progress.say(f"removed {len(leftovers)} uncommitted file(s) of an earlier run")
+
+        run_record = start_run_record(config, previous if not fresh else None, cluster,
+                                      len(todo), outcome.skipped)
+        location.write_json(RUN_FILE, run_record)
+        manifest.flush()
+        if todo:
+            progress.say(f"{len(todo)} of {len(shards)} shards to play "
+                         f"({outcome.skipped} already committed) on "
+                         f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)")
+            status = "interrupted"
+            playing = time.monotonic()
+            try:
+                play_all(config, location, todo, manifest, progress, outcome)
+                status = "failed" if outcome.failed else "complete"
+            finally:
+                outcome.play_seconds = time.monotonic() - playing
+                manifest.flush()
+                progress.close()
+                run_record["runs"][-1].update(
+                    finished=now(), status=status, shards_played=outcome.played,
+                    shards_failed=outcome.failed,
+                )
+                location.write_json(RUN_FILE, run_record)
+        else:
+            run_record["runs"][-1].update(finished=now(), status="complete")
+            location.write_json(RUN_FILE, run_record)
+    finally:
+        if lock is not None:
+            lock.close()
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+
+    outcome.seconds = time.monotonic() - clock
+    for entry in manifest.entries.values():
+        outcome.deals += entry["deals"]
+        outcome.rows += entry["rows"]
+        outcome.bytes += sum(record["bytes"] for record in entry["files"])
+    return outcome
+
+
+def read_previous(location: Location, config: SweepConfig, fresh: bool) -> dict | None:
+    """The run record already in the output directory; refuse a directory that is not ours."""
+    where = config.output
+    try:
+        previous = location.read_json(RUN_FILE)
+    except (ValueError, UnicodeDecodeError):
+        if not fresh:
+            raise storage.ResultsError(f"output: {where}: {RUN_FILE} is unreadable; "
+                                       "use --fresh to start over there") from None
+        return {}
+    if previous is None:
+        if location.exists() and location.entries():
+            raise storage.ResultsError(
+                f"output: {where} exists, is not empty and is not a clocksweep results "
+                f"directory (no {RUN_FILE}); choose a new or empty directory"
+            )
+        return None
+    if previous.get("config_hash") != config.hash and not fresh:
+        raise storage.ResultsError(
+            f"output: {where} holds results of another config (hash "
+            f"{str(previous.get('config_hash'))[:12]}, this one {config.hash[:12]}); "
+            "use --fresh to replace them, or choose another output"
+        )
+    return previous
+
+
+def provenance(config: SweepConfig) -> dict:
+    """What every shard file carries in its Parquet metadata (no host, no time: see storage)."""
+    return {
+        "clocksweep": code_version(),
+        "name": config.name,
+        "config_hash": config.hash,
+        "sweep": config.identity(),
+    }
+
+
+def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict | None,
+                     todo: int, skipped: int) -> dict:
+    record = {
+        "clocksweep": code_version(),
+        "config_hash": config.hash,
+        "config": config.resolved(),
+        "config_source": config.source,
+        "deal_scheme": config.identity()["deal_scheme"],
+        "result_schema": config.identity()["result_schema"],
+        "record": config.record,
+        "cells": [{**sweep_config.cell_record(cell), "label": cell.label} for cell in config.cells],
+        "shards": {"count": config.n_shards, "size": config.shard_size,
+                   "naming": "shards/[<table>/]shard-<index>_deals-<first>-<last>.parquet"},
+        "runs": list((previous or {}).get("runs", [])),
+    }
+    record["runs"].append({
+        "started": now(),
+        "finished": None,
+        "status": "running",
+        "host": os.uname().nodename,
+        "clocksweep": code_version(),
+        "shards_to_play": todo,
+        "shards_already_committed": skipped,
+        "ray": cluster,
+    })
+    return record
+
+
+def play_all(config: SweepConfig, location: Location, todo: list[Shard],
+             manifest: storage.Manifest, progress: Progress, outcome: Outcome) -> None:
+    """Keep tasks in flight until every shard is committed or out of attempts."""
+    import ray
+
+    task = ray.remote(num_cpus=1, max_retries=0)(play_shard)
+    in_flight = max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
+    pause = pause_from_env()
+    common = {
+        "location": location,
+        "seed": config.seed,
+        "cells": tuple(config.cells),
+        "record": config.record,
+        "provenance": provenance(config),
+        "pause": pause,
+    }
+    queue = deque(todo)
+    attempts: dict[int, int] = {}
+    pending = {}
+    try:
+        while queue or pending:
+            while queue and len(pending) < in_flight:
+                shard = queue.popleft()
+                attempts[shard.index] = attempts.get(shard.index, 0) + 1
+                job = ShardJob(shard=shard, attempt=attempts[shard.index],
+                               fail=str(shard.index) == os.environ.get(TEST_FAIL_ENV), **common)
+                pending[task.remote(job)] = shard
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_INTERVAL)
+            if ready:
+                done = set(ready)
+                rest = [ref for ref in pending if ref not in done]
+                if rest:
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+            for ref in ready:
+                shard = pending.pop(ref)
+                try:
+                    entry = ray.get(ref)
+                except Exception as error:  # a task's failure is reported, then retried
+                    progress.failures += 1
+                    tried = attempts[shard.index]
+                    allowed = 1 + config.max_retries
+                    if tried < allowed:
+                        progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, "
+                                     f"attempt {tried} of {allowed}: {error_line(error)}; retrying")
+                        queue.appendleft(shard)
+                    else:
+                        progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, "
+                                     f"attempt {tried} of {allowed}: {error_line(error)}; giving up")
+                        outcome.failed.append(shard.index)
+                    continue
+                entry["attempts"] = attempts[shard.index]
+                manifest.commit(entry)
+                outcome.played += 1
+                outcome.played_deals += shard.count
+                progress.done_shards += 1
+                progress.done_deals += shard.count
+            manifest.flush(at_most_every=MANIFEST_INTERVAL)
+            progress.tick()
+        progress.tick(force=True)
+    finally:
+        for ref in pending:  # interrupted: stop what is still running
+            ray.cancel(ref, force=True)
+        # Temporary files of attempts whose worker died; readers never see them, but
+        # `validate` would name them.
+        for path in storage.uncommitted_files(location, manifest.as_dict()):
+            if path.endswith(storage.TEMP_SUFFIX):
+                try:
+                    location.delete(path)
+                except OSError:
+                    pass
+
+
+def pause_from_env() -> tuple[float, str] | None:
+    text = os.environ.get(TEST_PAUSE_ENV)
+    if not text:
+        return None
+    seconds, _, directory = text.partition(":")
+    return float(seconds), directory
+
+
+def summary_line(config: SweepConfig, outcome: Outcome) -> str:
+    """The closing line of a run."""
+    bytes_per_row = f", {outcome.bytes / outcome.rows:.2f} bytes/row" if outcome.rows else ""
+    rate = ""
+    if outcome.played and outcome.play_seconds > 0:
+        rate = (f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s "
+                "once Ray was up")
+    head = (f"{len(config.cells)} cells x {outcome.deals:,} deals committed in "
+            f"{outcome.shards - len(outcome.failed)}/{outcome.shards} shards "
+            f"({outcome.played} played, {outcome.skipped} already committed")
+    if outcome.redone:
+        head += f", {len(outcome.redone)} redone after failing verification"
+    head += f"), {outcome.bytes:,} bytes{bytes_per_row}, {format_seconds(outcome.seconds)}{rate}"
+    return head

@@ -1,0 +1,148 @@
+"""A sweep on a two-node Ray cluster on loopback, started here with `ray start`.
+
+The head and a second node (one CPU each) share a temp dir of their own; the driver is
+`clocksweep run --address` in its own process. Its results must be the kernel's, row for row,
+as on a local instance (tests/test_sweep.py), with shards played on both nodes.
+
+Token authentication stays on, as Ray sets it up: a node or driver joining by explicit
+address needs RAY_AUTH_MODE=token (Ray enables it by itself only for the head), and the
+token Ray keeps in ~/.ray/auth_token (generated here if missing, its output discarded).
+Teardown kills, by pid, only the processes that mention this test's temp dir; never
+`ray stop`, which would stop every Ray instance on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline import config as sweep_config
+from pipeline import kernel, schema
+
+SEED = 99
+N_DEALS = 12_000
+CONFIG = f"""
+name = "cluster"
+seed = {SEED}
+deals = {N_DEALS}
+shard_size = 1500
+[grid]
+variant = ["standard", "one_swap", "play_out"]
+strategy = ["most", "oracle"]
+finale = ["down"]
+order = ["round-robin", "packets"]
+"""
+SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
+STEP_TIMEOUT = 180  # seconds for any one step; the test as a whole stays within a few minutes
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def end_processes(marker: str) -> None:
+    for _ in range(10):
+        pids = processes_mentioning(marker)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.3)
+
+
+def ray_command(*args: str, env: dict) -> None:
+    ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
+    done = subprocess.run([ray, *args], env=env, capture_output=True, text=True,
+                          timeout=STEP_TIMEOUT)
+    assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+
+
+@pytest.fixture
+def cluster():
+    """A head and a second node on 127.0.0.1: gives (address, environment for its clients)."""
+    temp_dir = f"/tmp/csc{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_AUTH_MODE"] = "token"
+    has_token = ("RAY_AUTH_TOKEN" in env or "RAY_AUTH_TOKEN_PATH" in env
+                 or (Path.home() / ".ray" / "auth_token").exists())
+    if not has_token:  # Ray prints the token it makes: keep it out of every log
+        subprocess.run([shutil.which("ray") or "ray", "get-auth-token", "--generate"], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+                       check=True)
+    try:
+        common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+        ray_command("start", "--head", f"--port={port}", f"--temp-dir={temp_dir}",
+                    "--include-dashboard=false", *common, env=env)
+        ray_command("start", f"--address=127.0.0.1:{port}", *common, env=env)
+        yield f"127.0.0.1:{port}", env
+    finally:
+        end_processes(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def as_sorted_strings(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col(list(schema.LABEL_COLUMNS)).cast(pl.String)).sort(
+        SORT_KEY, nulls_last=True
+    )
+
+
+def test_two_node_cluster(cluster, tmp_path):
+    address, env = cluster
+    config_file, out = tmp_path / "cluster.toml", tmp_path / "res"
+    config_file.write_text(CONFIG)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    # A short pause per shard keeps both single-CPU nodes busy at once.
+    env = {**env, "CLOCKSWEEP_TEST_PAUSE": f"0.3:{pids}"}
+    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run",
+               str(config_file), f"--set=output={out}", "--address", address]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on 2 CPUs, 2 node(s)" in done.stderr
+
+    run = json.loads((out / "run.json").read_text())
+    cluster_info = run["runs"][-1]["ray"]
+    assert cluster_info["kind"] == "cluster" and len(cluster_info["nodes"]) == 2
+    entries = json.loads((out / "manifest.json").read_text())["shards"]
+    assert len(entries) == 8
+    assert len({entry["node_id"] for entry in entries}) == 2, "every shard ran on one node"
+
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cells = list(cfg.cells)
+    expected = pl.from_arrow(schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells))
+    got = pl.scan_parquet(out / "shards").collect()
+    assert got.height == N_DEALS * len(cells)
+    assert as_sorted_strings(got).equals(as_sorted_strings(expected))
+
+    checked = subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()",
+                              "validate", str(out)], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout

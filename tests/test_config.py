@@ -1,0 +1,239 @@
+"""Tests of sweep configs (pipeline/config.py) and of `clocksweep run --dry-run`.
+
+No Ray here: loading, overrides, grid expansion and the config hash are pure. Every way a
+config can be wrong is driven through the CLI with CliRunner: exit status 2, one line on
+stderr naming the key, and nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline import config, rules
+from pipeline.cli import cli
+from pipeline.rules import Cell
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(body)
+    return path
+
+
+BASE = """
+name = "t"
+seed = 1
+deals = 1000
+shard_size = 300
+output = "{out}"
+[grid]
+variant = ["standard", "watch"]
+strategy = ["most", "random"]
+"""
+
+
+@pytest.fixture
+def base(tmp_path):
+    out = tmp_path / "out"
+    return write_config(tmp_path, BASE.format(out=out)), out
+
+
+# --- Loading and expansion ----------------------------------------------------------------
+
+
+def test_shipped_configs_load():
+    quick = config.load(str(CONFIGS / "quick.toml"))
+    assert quick.record == "deals" and quick.deals == 1_000_000
+    # Every variant and every strategy appears, informed only with face-up finales.
+    assert {cell.variant for cell in quick.cells} == set(rules.VARIANTS)
+    assert {cell.strategy for cell in quick.cells} - {None} == set(rules.STRATEGIES)
+    assert len(quick.cells) == len(rules.all_cells(orders=("round-robin",)))
+    for name in ("published-odds.toml", "strategies.toml"):
+        text = (CONFIGS / name).read_text()
+        assert 'record = "summary"' in text
+
+
+def test_expansion_only_meaningful_cells(base):
+    path, _ = base
+    cfg = config.load(str(path), ["grid.variant=standard,watch,exchange,play_out",
+                                  "grid.strategy=informed,most", "grid.finale=down,up",
+                                  "grid.depth=bottom,top"])
+    for cell in cfg.cells:
+        assert (cell.strategy is None) == (cell.variant in ("standard", "play_out"))
+        assert (cell.depth is None) == (cell.variant != "exchange")
+        if cell.strategy == "informed":
+            assert cell.finale == "up"
+    assert Cell("watch", "informed", "up") in cfg.cells
+    assert ("watch", "informed", "down") not in [(c.variant, c.strategy, c.finale) for c in cfg.cells]
+    assert Cell("exchange", "most", "down", depth="top") in cfg.cells
+    # 2 finales x (standard + play_out) + watch: 1 + 2 + exchange: 2 depths x (1 + 2)
+    assert len(cfg.cells) == 2 * 2 + 1 + 2 + 2 * 1 + 2 * 2
+
+
+def test_overrides_and_hash(base, tmp_path):
+    path, _ = base
+    plain = config.load(str(path))
+    assert [c.strategy for c in plain.cells] == [None, "random", "most"]  # the rules' order
+    bigger = config.load(str(path), ["deals=100_000_000", "grid.strategy=most,random"])
+    assert bigger.deals == 100_000_000 and bigger.cells == plain.cells
+    assert config.load(str(path), ["deals=1e8"]).deals == 100_000_000
+    # The hash covers what decides the results, and only that.
+    assert config.load(str(path), ["grid.strategy=random,most"]).hash == plain.hash
+    assert config.load(str(path), [f"output={tmp_path / 'elsewhere'}"]).hash == plain.hash
+    assert config.load(str(path), ["ray.num_cpus=1"]).hash == plain.hash
+    for change in ("seed=2", "deals=1001", "shard_size=301", "first=5", "grid.strategy=most"):
+        assert config.load(str(path), [change]).hash != plain.hash, change
+    assert plain.ray["max_retries"] == config.DEFAULT_MAX_RETRIES
+
+
+def test_defaults(tmp_path):
+    path = write_config(tmp_path, 'name = "d"\nseed = 0\ndeals = 5\n')
+    cfg = config.load(str(path))
+    assert cfg.output == "results/d" and cfg.record == "deals" and cfg.first == 0
+    assert cfg.cells == (Cell(),)
+    assert cfg.n_shards == 1
+
+
+def test_dry_run(base):
+    path, out = base
+    result = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "3 cells:" in text and "watch most finale=down order=round-robin" in text
+    assert "4 shards of up to 300 deals" in text
+    assert "shard-000000_deals-0-299" in text and "shard-000003_deals-900-999" in text
+    assert "total: 1,000 deals x 3 cells = 3,000 deal results" in text
+    assert not out.exists()
+
+
+# --- Errors: one line, exit 2, nothing written --------------------------------------------
+
+BAD_EDITS = [
+    # (replace this, with this) in BASE, then the words the message must contain
+    ('seed = 1', 'seed = "one"', ["seed:", "string", "unsigned 64-bit"]),
+    ('seed = 1', 'seed = -1', ["seed:", "out of range"]),
+    ('seed = 1', 'seed = 18446744073709551616', ["seed:"]),
+    ('deals = 1000', 'deals = 0', ["deals:", "at least 1"]),
+    ('deals = 1000', 'deals = 1.5e3', ["deals:", "float"]),
+    ('deals = 1000', 'deals = 1000\nfirst = 18446744073709551000', ["deals:", "2**64"]),
+    ('shard_size = 300', 'shard_size = 0', ["shard_size:"]),
+    ('name = "t"', 'name = "../t"', ["name:", "letters"]),
+    ('name = "t"', '', ["name: missing"]),
+    ('seed = 1', 'seed = 1\nsede = 2', ["sede: unknown key", "allowed: name, seed"]),
+    ('seed = 1', 'seed = 1\nrecord = "rows"', ["record:", "allowed: deals, summary"]),
+    ('strategy = ["most", "random"]', 'strategy = ["most", "best"]',
+     ["grid.strategy: 'best' is not known", "allowed: clockwise, random"]),
+    ('strategy = ["most", "random"]', 'strategies = ["most"]',
+     ["grid.strategies: unknown key", "grid.strategy"]),
+    ('strategy = ["most", "random"]', 'strategy = [1, 2]', ["grid.strategy:", "list of"]),
+    ('strategy = ["most", "random"]', 'strategy = []', ["grid.strategy: empty"]),
+    ('[grid]', '[ray]\nnum_cpus = 0\n[grid]', ["ray.num_cpus:", "at least 1"]),
+    ('[grid]', '[ray]\nadress = "x"\n[grid]', ["ray.adress: unknown key", "ray.address"]),
+    ('[grid]', '[cluster]\n[grid]', ["cluster: unknown key", "grid, ray"]),
+    ('[grid]\nvariant = ["standard", "watch"]\nstrategy = ["most", "random"]', 'grid = 3',
+     ["grid: expected a table"]),
+    ('seed = 1', 'seed = = 1', ["not valid TOML"]),
+]
+
+
+def run_cli(args):
+    return CliRunner().invoke(cli, args)
+
+
+def assert_one_line_error(result, words, out: Path | None = None):
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("clocksweep: error: ")
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert "Traceback" not in result.output
+    if out is not None:
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("old, new, words", BAD_EDITS)
+def test_config_errors(tmp_path, old, new, words):
+    out = tmp_path / "out"
+    body = BASE.format(out=out)
+    assert old in body
+    path = write_config(tmp_path, body.replace(old, new, 1))
+    assert_one_line_error(run_cli(["run", str(path)]), words, out)
+
+
+def test_grid_without_cells(tmp_path):
+    out = tmp_path / "out"
+    path = write_config(tmp_path, f"""
+name = "t"
+seed = 1
+deals = 10
+output = "{out}"
+[grid]
+variant = ["watch"]
+strategy = ["informed"]
+finale = ["down"]
+""")
+    assert_one_line_error(run_cli(["run", str(path)]),
+                          ["grid: expands to no cell", "informed", "finale = 'up'"], out)
+
+
+@pytest.mark.parametrize("override, words", [
+    ("deals", ["--set: 'deals' is not KEY=VALUE"]),
+    ("deals=lots", ["deals: 'lots' is not an integer"]),
+    ("deals=-5", ["deals:"]),
+    ("colour=red", ["colour: unknown key"]),
+    ("grid.strategy=most,,random", ["grid.strategy:", "comma-separated"]),
+    ("grid.strategy=most,worst", ["grid.strategy: 'worst' is not known"]),
+    ("grid=most", ["grid: is a table"]),
+    ("ray.num_cpus=two", ["ray.num_cpus: 'two' is not an integer"]),
+    ("record=summaries", ["record: 'summaries' is not known"]),
+    ("output=gopher://host/x", ["output: URI scheme 'gopher'"]),
+])
+def test_override_errors(base, override, words):
+    path, out = base
+    assert_one_line_error(run_cli(["run", str(path), "--set", override, "--dry-run"]), words, out)
+
+
+def test_output_errors(base, tmp_path):
+    path, _ = base
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    assert_one_line_error(run_cli(["run", str(path), "--set", f"output={a_file}"]),
+                          ["output:", "not a directory"])
+    assert_one_line_error(run_cli(["run", str(path), "--set", f"output={a_file}/below"]),
+                          ["output:", "cannot be created"])
+    # A directory that is not ours (no run.json) is refused before Ray starts.
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert_one_line_error(run_cli(["run", str(path), "--set", f"output={foreign}"]),
+                          ["output:", "not a clocksweep results directory"])
+    assert sorted(os.listdir(foreign)) == ["notes.txt"]
+
+
+def test_missing_config_file(tmp_path):
+    assert_one_line_error(run_cli(["run", str(tmp_path / "nope.toml")]), ["nope.toml"])
+
+
+def test_validate_bad_input(tmp_path):
+    assert_one_line_error(run_cli(["validate", str(tmp_path / "nowhere")]), ["no such directory"])
+    assert_one_line_error(run_cli(["validate", str(tmp_path)]),
+                          ["not a clocksweep results directory"])
+
+
+def test_unreachable_address(base):
+    """A cluster address where nothing listens: one line at once, not Ray's minutes of retries."""
+    import socket
+
+    path, out = base
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert_one_line_error(run_cli(["run", str(path), "--address", f"127.0.0.1:{port}"]),
+                          ["--address: nothing answers at 127.0.0.1:", "ray start --head"], out)

@@ -1,0 +1,332 @@
+"""Tests of `clocksweep report` (pipeline/report.py, claims.py, plots.py) on real results.
+
+Results directories are written here as the sweep writes them: the kernel plays each shard,
+`storage.deal_batch` or `summary.summarise`/`combine` make its tables, `storage.ShardFileWriter`
+writes real Parquet, `storage.Manifest` commits it and `sweep.start_run_record` gives run.json;
+only Ray is left out (the shards are played in this process). Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from pipeline import claims, kernel, report, storage, summary, sweep
+from pipeline import config as sweep_config
+from pipeline.cli import cli
+from pipeline.rules import Cell
+
+ALL_GRID = {
+    "variant": ["standard", "watch", "one_swap", "exchange", "play_out"],
+    "strategy": ["clockwise", "random", "most", "fewest", "informed", "oracle"],
+    "finale": ["down", "up"],
+    "order": ["round-robin", "packets"],
+    "depth": ["bottom", "top"],
+}
+REPLAY = 1500
+
+
+def write_results(where: Path, deals: int, shard_size: int, record: str, grid=ALL_GRID,
+                  seed: int = 31337) -> sweep_config.SweepConfig:
+    """A results directory as `clocksweep run` writes it, the shards played in-process."""
+    config = sweep_config.from_dict({"name": "t", "seed": seed, "deals": deals,
+                                     "shard_size": shard_size, "record": record,
+                                     "output": str(where), "grid": grid})
+    location = storage.Location(config.output)
+    shards = sweep.plan(config)
+    run = sweep.start_run_record(config, None, None, len(shards), 0)
+    location.write_json(storage.RUN_FILE, run)
+    manifest = storage.Manifest(location, config.hash)
+    cells = list(config.cells)
+    for shard in shards:
+        metadata = storage.file_metadata({**sweep.provenance(config), "shard": {
+            "index": shard.index, "first": shard.first, "last": shard.last}})
+        results = kernel.play(config.seed, shard.first, shard.count, cells)
+        if record == "deals":
+            tables = {"deals": storage.deal_batch(config.seed, shard.first, results, cells, metadata)}
+        else:
+            tables = summary.summarise(results, cells)
+        files = []
+        for name, table in tables.items():
+            writer = storage.ShardFileWriter(location, shard.path(name),
+                                             table.replace_schema_metadata(metadata).schema, name)
+            writer.write(table.replace_schema_metadata(metadata))
+            files.append(writer.commit())
+        manifest.commit({"index": shard.index, "first": shard.first, "last": shard.last,
+                         "deals": shard.count, "cells": len(cells),
+                         "rows": sum(f["rows"] for f in files if f["table"] == "deals"),
+                         "files": files, "seconds": 0.0, "node": "test", "attempts": 1})
+    manifest.flush()
+    run["runs"][-1].update(finished=sweep.now(), status="complete")
+    location.write_json(storage.RUN_FILE, run)
+    return config
+
+
+@pytest.fixture(scope="module")
+def both_modes(tmp_path_factory):
+    """The same 3900 deals x 96 cells, as per-deal records and as summary records."""
+    root = tmp_path_factory.mktemp("results")
+    write_results(root / "deals", 3900, 1300, "deals")
+    write_results(root / "summary", 3900, 1300, "summary")
+    return root / "deals", root / "summary"
+
+
+@pytest.fixture(scope="module")
+def deals_report(both_modes):
+    return report.build(str(both_modes[0]), replay=REPLAY)
+
+
+@pytest.fixture(scope="module")
+def summary_report(both_modes):
+    return report.build(str(both_modes[1]), replay=REPLAY)
+
+
+def test_summary_and_deals_records_give_identical_tables(deals_report, summary_report):
+    for name in summary.TABLES:
+        assert deals_report.loaded.tables[name].equals(summary_report.loaded.tables[name]), name
+
+
+def test_summary_and_deals_records_give_identical_figures(deals_report, summary_report):
+    a, b = deals_report.document, summary_report.document
+    assert a["cells"] == b["cells"]
+    assert a["comparisons"] == b["comparisons"]
+    assert a["distributions"] == b["distributions"]
+    assert a["hint_calibration"] == b["hint_calibration"]
+    assert [(c["id"], c["verdict"], c["figure"]) for c in a["claims"]] == \
+        [(c["id"], c["verdict"], c["figure"]) for c in b["claims"]]
+
+
+def test_cells_hold_the_spec_fields(deals_report):
+    document = json.loads(Path(deals_report.directory, "report.json").read_text())
+    cells = document["cells"]
+    assert len(cells) == 96
+    for cell in cells:
+        for key in ("n", "wins", "win_rate", "ci_low", "ci_high", "exact", "z"):
+            assert key in cell
+        assert cell["n"] == 3900 and 0 <= cell["ci_low"] <= cell["win_rate"] <= cell["ci_high"] <= 1
+        exact = report.exact_win_of(Cell(cell["variant"], cell["strategy"], cell["finale"],
+                                         cell["order"], cell["depth"]))
+        if exact is None:
+            assert cell["exact"] is None and cell["z"] is None
+        else:
+            assert cell["exact"] == f"{exact.numerator}/{exact.denominator}"
+            assert cell["z"] == pytest.approx((cell["win_rate"] - float(exact))
+                                              / (float(exact) * (1 - float(exact)) / 3900) ** 0.5)
+            assert abs(cell["z"]) < 4.5  # the kernel agrees with the exact values
+
+
+def test_comparisons_are_paired_and_consistent(deals_report):
+    comparisons = deals_report.document["comparisons"]
+    kinds = {c["kind"] for c in comparisons}
+    assert {"strategy", "order", "finale", "foresight", "rescue_vs_standard"} <= kinds
+    rates = {c["label"]: c["win_rate"] for c in deals_report.document["cells"]}
+    for c in comparisons:
+        assert c["a_rate"] == pytest.approx(rates[c["a"]]) and c["b_rate"] == pytest.approx(rates[c["b"]])
+        assert c["difference"] == pytest.approx(c["a_rate"] - c["b_rate"])
+        assert c["ci_low"] <= c["difference"] <= c["ci_high"] and 0 <= c["mcnemar_p"] <= 1
+    # A rescue never loses a deal that standard play wins.
+    assert all(c["b_only" if c["a"].startswith("standard") else "a_only"] == 0 or True
+               for c in comparisons if c["kind"] == "rescue_vs_standard")
+    rescue = [c for c in comparisons if c["kind"] == "rescue_vs_standard"]
+    for c in rescue:
+        standard_side = "a_only" if c["a"].startswith("standard") else "b_only"
+        assert c[standard_side] == 0, c
+
+
+def test_best_strategy_lines(deals_report):
+    lines = [b["line"] for b in deals_report.document["best_strategies"]]
+    watch = next(line for line in lines if line.startswith("watch (finale down, round-robin)"))
+    assert "most is best" in watch and "over" in watch
+
+
+def test_every_spec_claim_is_in_report_json(deals_report):
+    document = json.loads(Path(deals_report.directory, "report.json").read_text())
+    assert [c["id"] for c in document["claims"]] == list(claims.CLAIM_IDS)
+    assert len(document["claims"]) == 11
+    seeds = set()
+    for claim in document["claims"]:
+        for key in ("seed_file", "claim", "figure", "interval", "verdict", "rule", "basis"):
+            assert key in claim, key
+        assert claim["verdict"] in ("confirmed", "refuted", "inconclusive")
+        assert claim["seed_file"].startswith("seeds/") and claim["claim"] and claim["rule"]
+        seeds.update(claim["seed_files"])
+        if claim["figure"] is not None and claim["interval"]:
+            low, high = claim["interval"]
+            assert low <= claim["figure"] <= high or claim["id"] == "near_misses_come_home"
+    assert seeds == set(claims.SEED_FILES.values())
+
+
+def test_claims_on_this_sweep(deals_report):
+    verdicts = {c["id"]: c for c in deals_report.document["claims"]}
+    # Clear-cut on 3900 deals: the rescue choice matters, informed beats the blind choice,
+    # play-it-out deaths are never away from their pile, won deals turn 52 cards.
+    assert verdicts["pick_makes_no_difference"]["verdict"] == "refuted"
+    assert verdicts["foresight_no_agency"]["verdict"] == "refuted"
+    assert verdicts["play_out_deaths"]["verdict"] == "refuted"
+    assert verdicts["won_deal_52_flips"]["verdict"] == "confirmed"
+    assert verdicts["thirteen_losses_ordinary"]["verdict"] == "confirmed"
+    # Too few deals to pin 1/13 to half a point: said so, not guessed.
+    assert verdicts["one_in_13"]["verdict"] == "inconclusive"
+    # The deal facts come from the records of every deal, no replay needed.
+    for claim_id in ("no_win_without_king_bottom", "unvisited_by_third_king"):
+        assert "every deal" in verdicts[claim_id]["basis"], verdicts[claim_id]
+    assert verdicts["no_win_without_king_bottom"]["verdict"] in ("confirmed", "inconclusive")
+    assert verdicts["no_win_without_king_bottom"]["figure"] == 0.0
+
+
+def test_replay_when_the_records_hold_no_deal_facts(tmp_path):
+    # No standard cell, so no deal facts recorded: the claims replay the sweep's first deals,
+    # checked against the outcomes play_out recorded for them (its restart-free deals are
+    # exactly the standard wins).
+    where = tmp_path / "nostandard"
+    write_results(where, 2600, 1300, "deals", grid={"variant": ["watch", "play_out"], "strategy": ["most"]})
+    made = report.build(str(where), replay=2000, plots_enabled=False)
+    verdicts = {c["id"]: c for c in made.document["claims"]}
+    basis = verdicts["no_win_without_king_bottom"]["basis"]
+    assert "replay of deals 0-1999" in basis
+    assert "agree with the sweep's records on 2,000 of 2,000 deals" in basis
+    assert verdicts["no_win_without_king_bottom"]["figure"] == 0.0
+    assert "replay" in verdicts["unvisited_by_third_king"]["basis"]
+    none = report.build(str(where), replay=0, plots_enabled=False)
+    claim = next(c for c in none.document["claims"] if c["id"] == "unvisited_by_third_king")
+    assert claim["verdict"] == "inconclusive" and "standard cell" in claim["needs"]
+
+
+def test_claims_name_the_cells_they_need(tmp_path):
+    where = tmp_path / "standard"
+    write_results(where, 2600, 1300, "deals", grid={"variant": ["standard"]})
+    made = report.build(str(where), replay=0, plots_enabled=False)
+    verdicts = {c["id"]: c for c in made.document["claims"]}
+    for claim_id in ("better_than_one_in_three", "pick_makes_no_difference", "near_misses_come_home",
+                     "foresight_no_agency", "deal_order_no_change", "play_out_deaths"):
+        assert verdicts[claim_id]["verdict"] == "inconclusive", claim_id
+        assert verdicts[claim_id]["needs"], claim_id
+    assert "one_swap" in verdicts["better_than_one_in_three"]["needs"]
+    assert "packets" in verdicts["deal_order_no_change"]["needs"]
+
+
+def test_standard_claims_settle_with_enough_deals(tmp_path):
+    # 100,000 deals of standard play in both deal orders pin 1/13 and the order's effect to
+    # within half a point at 99.9%.
+    where = tmp_path / "big"
+    write_results(where, 100_000, 50_000, "summary",
+                  grid={"variant": ["standard"], "order": ["round-robin", "packets"]})
+    made = report.build(str(where), replay=4000, plots_enabled=False)
+    verdicts = {c["id"]: c["verdict"] for c in made.document["claims"]}
+    assert verdicts["one_in_13"] == "confirmed"
+    assert verdicts["deal_order_no_change"] == "confirmed"
+    assert verdicts["won_deal_52_flips"] == "confirmed"
+    assert verdicts["no_win_without_king_bottom"] == "confirmed"
+    assert verdicts["unvisited_by_third_king"] == "refuted"
+
+
+def test_distributions(deals_report):
+    dist = deals_report.document["distributions"]
+    standard = next(d for d in dist["cards_turned"] if d["cell"] == "standard finale=down order=round-robin")
+    assert standard["n"] == 3900 and standard["p_value"] > 1e-4
+    assert sum(r["observed"] for r in standard["rows"]) == 3900
+    assert {d["order"] for d in dist["down_at_stop"]} == {"round-robin", "packets"}
+    restarts = dist["restarts"]
+    assert len(restarts) == 4 and all(r["stray_deaths"] == 0 for r in restarts)
+    rescue = [r for r in dist["rescue_by_down_at_stop"] if r["cell"] == "watch most finale=down order=round-robin"]
+    assert rescue and all(r["exact"] is not None for r in rescue)
+    assert next(r for r in rescue if r["down_at_stop"] == 1)["win_rate"] == 1.0
+    calibration = {h["cell"]: h for h in deals_report.document["hint_calibration"]}
+    assert not any("oracle" in cell for cell in calibration)
+    assert calibration["watch random finale=down order=round-robin"]["p_value"] > 1e-4
+
+
+def test_outputs_written(deals_report):
+    directory = Path(deals_report.directory)
+    for name in ("report.md", "report.html", "report.json", "cells.csv", "comparisons.csv",
+                 "claims.csv", "cards_turned.csv", "hint_calibration.csv", "summary_counts.parquet"):
+        assert (directory / name).stat().st_size > 0, name
+    for name in ("win_rates.png", "cards_turned.png", "hint_calibration.png", "restarts.png"):
+        assert (directory / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    cells = pl.read_csv(directory / "cells.csv")
+    assert cells.height == 96 and {"n", "wins", "win_rate", "ci_low", "ci_high"} <= set(cells.columns)
+    markdown = (directory / "report.md").read_text()
+    assert "## Claims" in markdown and "![" in markdown
+
+
+def test_html_is_self_contained(deals_report):
+    html = Path(deals_report.directory, "report.html").read_text()
+    images = re.findall(r'<img [^>]*src="([^"]*)"', html)
+    assert len(images) == 5 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert "http://" not in html and "https://" not in html
+    assert not re.search(r"<(link|script|iframe)\b", html)
+    assert not re.search(r'(src|href)="(?!data:)', html)
+    for claim_id in claims.CLAIM_IDS:
+        assert claim_id in html
+
+
+def test_cli_report(both_modes, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["report", str(both_modes[1]), "--replay", "300",
+                                      "--out", str(out), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "best strategy per variant:" in result.output and "claims:" in result.output
+    for claim_id in claims.CLAIM_IDS:
+        assert claim_id in result.output
+    assert (out / "report.json").exists() and not (out / "win_rates.png").exists()
+
+
+@pytest.mark.parametrize("setup,expected", [
+    ("missing", "no such directory"),
+    ("empty", "not a clocksweep results directory"),
+    ("bad_run", "run.json is not valid JSON"),
+    ("no_manifest", "no readable manifest.json"),
+])
+def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
+    where = tmp_path / "r"
+    if setup != "missing":
+        where.mkdir()
+    if setup == "bad_run":
+        (where / "run.json").write_text("{not json")
+    if setup == "no_manifest":
+        (where / "run.json").write_text(json.dumps({"record": "deals", "cells": []}))
+    result = CliRunner().invoke(cli, ["report", str(where)])
+    assert result.exit_code == 2
+    assert expected in result.output and "Traceback" not in result.output
+
+
+def test_cli_errors_from_the_real_entry_point(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", "report",
+                           str(tmp_path / "nowhere")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no such directory" in proc.stderr
+
+
+def test_damaged_shard_is_left_out_and_named(both_modes, tmp_path):
+    where = tmp_path / "damaged"
+    shutil.copytree(both_modes[0], where)
+    manifest = json.loads((where / "manifest.json").read_text())
+    victim = where / manifest["shards"][1]["files"][0]["path"]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    made = report.build(str(where), replay=0, plots_enabled=False)
+    provenance = made.document["provenance"]
+    assert provenance["shards_read"] == 2 and len(provenance["shards_not_read"]) == 1
+    assert "sha256" in provenance["shards_not_read"][0]
+    assert all(cell["n"] == 2600 for cell in made.document["cells"])
+    assert provenance["deal_ranges_read"] == ["0-1299", "2600-3899"]
+
+
+def test_provenance(deals_report):
+    provenance = deals_report.document["provenance"]
+    assert provenance["record_mode"] == "deals" and provenance["seed"] == 31337
+    assert provenance["deal_ranges_read"] == ["0-3899"] and provenance["shards_read"] == 3
+    assert provenance["deal_scheme"] and provenance["config_hash"] and provenance["runs"]
+    assert len(provenance["shard_files_read"]) == 3
+    assert os.path.basename(provenance["shard_files_read"][0]).startswith("shard-000000")

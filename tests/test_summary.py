@@ -1,0 +1,210 @@
+"""Tests of the summary records (pipeline/summary.py) against the kernel's own arrays.
+
+Every table is recomputed here the plain way (numpy over the kernel's (cells, deals)
+arrays, one cell or pair at a time) and compared with `summarise`; per-deal rows in any order
+(the report's path for `deals` records) must give the same tables as kernel batches; tables
+of parts must add up to the tables of the whole.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from pipeline import kernel, rules, schema, summary
+from pipeline.rules import Cell
+
+SEED = 97
+COUNT = 2600  # 200 blocks of 13
+CELLS = rules.all_cells()
+
+
+@pytest.fixture(scope="module")
+def results():
+    return kernel.play(SEED, 1000, COUNT, CELLS)
+
+
+@pytest.fixture(scope="module")
+def tables(results):
+    return summary.summarise(results, CELLS)
+
+
+def frame(table: pa.Table) -> pl.DataFrame:
+    return pl.from_arrow(table)
+
+
+def rows_of(table: pa.Table, cell: Cell) -> list[dict]:
+    out = []
+    for row in frame(table).iter_rows(named=True):
+        if all(row[name] == getattr(cell, name) for name in summary.LABEL_COLUMNS):
+            out.append(row)
+    return out
+
+
+def hint_values(results, c):
+    """The hint as the per-deal schema stores it: float32 num / den, None with no rescue."""
+    num, den, pile = results["hint_num"][c], results["hint_den"][c], results["rescue_pile"][c]
+    return [float(np.float32(n) / np.float32(d)) if p > 0 else None for n, d, p in zip(num, den, pile)]
+
+
+def test_schemas_and_enum_labels(tables):
+    assert set(tables) == set(summary.TABLES)
+    for name, table in tables.items():
+        assert table.schema.equals(summary.SCHEMAS[name], check_metadata=False), name
+    counts = frame(tables["counts"])
+    assert counts.schema["variant"] == pl.Enum(list(rules.VARIANTS))
+    assert counts.schema["hint"] == pl.Float32 and counts.schema["n"] == pl.Int64
+
+
+def test_counts_match_the_kernel_cell_by_cell(results, tables):
+    for c, cell in enumerate(CELLS):
+        expected = Counter(zip(
+            results["won"][c].astype(bool).tolist(),
+            results["down_at_stop"][c].tolist(),
+            hint_values(results, c),
+            [r if r >= 0 else None for r in results["restarts"][c].tolist()],
+            [s if s >= 0 else None for s in results["stray_deaths"][c].tolist()],
+        ))
+        got = Counter({(r["won"], r["down_at_stop"], r["hint"], r["restarts"], r["stray_deaths"]): r["n"]
+                       for r in rows_of(tables["counts"], cell)})
+        assert got == expected, cell.label
+
+
+def test_turned_and_piles_match_the_kernel(results, tables):
+    for c, cell in enumerate(CELLS):
+        won = results["won"][c].astype(bool).tolist()
+        turned = Counter(zip(won, results["cards_turned"][c].tolist()))
+        assert Counter({(r["won"], r["cards_turned"]): r["n"] for r in rows_of(tables["turned"], cell)}) == turned
+        piles = Counter(zip(won, [p if p > 0 else None for p in results["rescue_pile"][c].tolist()]))
+        assert Counter({(r["won"], r["rescue_pile"]): r["n"] for r in rows_of(tables["piles"], cell)}) == piles
+
+
+def test_facts_match_the_kernel_on_standard_cells(results, tables):
+    facts = frame(tables["facts"])
+    assert set(facts["variant"].cast(pl.String).to_list()) == {"standard"}
+    for c, cell in enumerate(CELLS):
+        if cell.variant != "standard":
+            continue
+        expected = Counter(zip(results["won"][c].astype(bool).tolist(),
+                               results["kings_at_bottom"][c].tolist(),
+                               results["unvisited_at_third_king"][c].tolist()))
+        got = Counter({(r["won"], r["kings_at_bottom"], r["unvisited_at_third_king"]): r["n"]
+                       for r in rows_of(tables["facts"], cell)})
+        assert got == expected, cell.label
+        # SPEC section 6: no standard win without a king at the bottom of an hour pile.
+        assert not any(won and kings == 0 for won, kings, _ in got)
+
+
+def test_pairs_match_the_kernel(results, tables):
+    won = results["won"].astype(bool)
+    pairs = frame(tables["pairs"])
+    expected_pairs = summary.comparable_pairs(CELLS)
+    assert pairs.height == len(expected_pairs)
+    index = {cell: i for i, cell in enumerate(CELLS)}
+    for row in pairs.iter_rows(named=True):
+        a = index[Cell(row["a_variant"], row["a_strategy"], row["a_finale"], row["a_order"], row["a_depth"])]
+        b = index[Cell(row["b_variant"], row["b_strategy"], row["b_finale"], row["b_order"], row["b_depth"])]
+        assert (a, b) in expected_pairs
+        assert row["both"] == int(np.sum(won[a] & won[b]))
+        assert row["a_only"] == int(np.sum(won[a] & ~won[b]))
+        assert row["b_only"] == int(np.sum(~won[a] & won[b]))
+        assert row["neither"] == int(np.sum(~won[a] & ~won[b]))
+
+
+def test_pairs_are_same_layout_or_same_deal_numbers():
+    pairs = summary.comparable_pairs(CELLS)
+    for a, b in pairs:
+        x, y = CELLS[a], CELLS[b]
+        assert a < b
+        assert x.order == y.order or (x.variant, x.strategy, x.finale, x.depth) == (y.variant, y.strategy, y.finale, y.depth)
+    per_order = sum(c.order == "round-robin" for c in CELLS)
+    assert len(pairs) == 2 * per_order * (per_order - 1) // 2 + per_order
+
+
+def test_blocks_match_the_kernel(results, tables):
+    won = results["won"].astype(bool)
+    for c, cell in enumerate(CELLS):
+        wins = won[c][: COUNT // 13 * 13].reshape(-1, 13).sum(axis=1)
+        expected = Counter(wins.tolist())
+        assert Counter({r["wins"]: r["n"] for r in rows_of(tables["blocks"], cell)}) == expected
+
+
+def deal_rows(results, first: int, order: np.ndarray):
+    """The kernel's results as per-deal rows (via schema.deal_table), in the given row order."""
+    table = schema.deal_table(SEED, first, results, CELLS).take(pa.array(order))
+    cell_of = {cell: i for i, cell in enumerate(CELLS)}
+    df = pl.from_arrow(table)
+    labels = df.select(pl.concat_str([pl.col(c).cast(pl.String).fill_null("-") for c in summary.LABEL_COLUMNS],
+                                     separator="|").alias("key"))["key"]
+    key_of = {"|".join(getattr(cell, c) or "-" for c in summary.LABEL_COLUMNS): i for cell, i in cell_of.items()}
+    cells = labels.replace_strict(key_of, return_dtype=pl.Int64).to_numpy()
+    fill = lambda name, value: df[name].fill_null(value).to_numpy()  # noqa: E731
+    columns = (cells, df["deal"].to_numpy().astype(np.int64) - first, df["won"].to_numpy(),
+               fill("cards_turned", 0), fill("down_at_stop", 0), fill("rescue_pile", 0),
+               fill("hint", 0.0).astype(np.float32), fill("restarts", -1), fill("stray_deaths", -1))
+    return columns, (fill("kings_at_bottom", -1), fill("unvisited_at_third_king", -1))
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_per_deal_rows_give_the_same_tables(results, tables, shuffled):
+    rows = len(CELLS) * COUNT
+    order = np.random.default_rng(3).permutation(rows) if shuffled else np.arange(rows)
+    columns, (kings, unvisited) = deal_rows(results, 1000, order)
+    shard = summary.ShardSummary(CELLS, 1000, COUNT)
+    half = rows // 2  # in two pieces, as row batches come
+    shard.add_rows(*(column[:half] for column in columns))
+    shard.add_rows(*(column[half:] for column in columns))
+    # The deal facts, recorded on standard rows only (as the report adds them).
+    for c, cell in enumerate(CELLS):
+        standard_rows = columns[0] == c
+        if cell.variant == "standard":
+            shard.add_facts(c, columns[2][standard_rows], kings[standard_rows], unvisited[standard_rows])
+        else:
+            assert (kings[standard_rows] == -1).all()
+    for name, table in shard.tables().items():
+        assert table.equals(tables[name]), name
+
+
+def test_parts_add_up_to_the_whole(results, tables):
+    cut = 13 * 100  # at a block boundary, so the blocks agree too
+    first = {name: array[:, :cut] for name, array in results.items()}
+    second = {name: array[:, cut:] for name, array in results.items()}
+    combined = summary.combine([summary.summarise(first, CELLS), summary.summarise(second, CELLS)])
+    for name in summary.TABLES:
+        expected = frame(tables[name]).sort(pl.all())
+        got = frame(combined[name]).sort(pl.all())
+        assert got.equals(expected), name
+        assert combined[name].schema.equals(summary.SCHEMAS[name], check_metadata=False)
+
+
+def test_bad_records_are_refused():
+    shard = summary.ShardSummary(CELLS[:1], 0, 4)
+    good = [np.array([0]), np.array([0]), np.array([True]), np.array([52], np.int8),
+            np.array([0], np.int8), np.array([0], np.int8), np.array([0.0], np.float32),
+            np.array([-1], np.int8), np.array([-1], np.int8)]
+    shard.add_rows(*good)
+    for position, bad, message in [
+        (4, np.array([60], np.int8), "range"),         # down_at_stop past 48
+        (6, np.array([0.31], np.float32), "hint"),     # with rescue_pile below: not a d/U
+        (7, np.array([2], np.int8), "restarts"),       # restarts outside play_out
+        (1, np.array([9]), "deal"),                    # outside the shard's deals
+        (0, np.array([5]), "cell"),                    # no such cell
+    ]:
+        row = list(good)
+        row[position] = bad
+        if message == "hint":
+            row[5] = np.array([3], np.int8)
+            row[4] = np.array([10], np.int8)
+        with pytest.raises(ValueError, match=message):
+            shard.add_rows(*row)
+
+
+def test_hint_values_cover_every_kernel_hint(results):
+    rescued = results["rescue_pile"] > 0
+    values = np.float32(results["hint_num"][rescued]) / np.float32(results["hint_den"][rescued])
+    assert np.isin(values, summary.HINT_VALUES).all()
+    assert len(summary.HINT_VALUES) == len(set(summary.HINT_VALUES.tolist()))

@@ -1,0 +1,477 @@
+"""Tests of `clocksweep run` and `clocksweep validate` with the real Ray and real Parquet.
+
+One local Ray instance (two CPUs) serves the in-process runs of this module; runs that need
+their own driver process (one worker, SIGKILL of the driver) start it as a subprocess. Every
+run's content is compared, row by row, with the kernel's results for the same deals
+converted by `schema.deal_table`, so "identical content" always means "the kernel's".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import ray
+from click.testing import CliRunner
+
+from pipeline import deals, kernel, schema, storage, sweep
+from pipeline import config as sweep_config
+from pipeline.cli import cli
+
+SEED = 424242
+N_DEALS = 20_000
+CONFIG = f"""
+name = "t"
+seed = {SEED}
+deals = {N_DEALS}
+shard_size = 4000
+[grid]
+variant = ["standard", "watch", "one_swap", "exchange", "play_out"]
+strategy = ["random", "informed"]
+finale = ["up"]
+depth = ["top"]
+"""
+SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
+# The per-deal columns of SPEC section 8, with the types the schema gives them.
+SPEC_COLUMNS = {
+    "seed": pl.UInt64, "deal": pl.UInt64, "won": pl.Boolean, "cards_turned": pl.Int8,
+    "down_at_stop": pl.Int8, "rescue_pile": pl.Int8, "hint": pl.Float32, "restarts": pl.Int8,
+    "order": pl.String, "variant": pl.String, "strategy": pl.String, "finale": pl.String,
+    "depth": pl.String,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One local Ray instance for the module's in-process runs (sweep.run uses it as it is)."""
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning",
+             log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def config_file(tmp_path) -> Path:
+    path = tmp_path / "t.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(cli, ["run", *map(str, args)])
+
+
+def validate_cli(results: Path):
+    return CliRunner().invoke(cli, ["validate", str(results)])
+
+
+def run_ok(config_file: Path, out: Path, *sets: str):
+    overrides = [f"--set=output={out}", *(f"--set={item}" for item in sets)]
+    result = run_cli(config_file, *overrides)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
+    labels = [c for c in schema.LABEL_COLUMNS if c in frame.columns]
+    return frame.with_columns(pl.col(labels).cast(pl.String))
+
+
+def content(out: Path) -> pl.DataFrame:
+    """Every row of a results directory, read by Polars over the shards directory, sorted."""
+    frame = pl.scan_parquet(out / "shards").collect()
+    return as_strings(frame).sort(SORT_KEY, nulls_last=True)
+
+
+@pytest.fixture(scope="module")
+def expected() -> pl.DataFrame:
+    """The kernel's results for the test config, converted by the schema's own function."""
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG), source="test")
+    cells = list(cfg.cells)
+    table = schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
+    return as_strings(pl.from_arrow(table)).sort(SORT_KEY, nulls_last=True)
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+# --- A run, read back -------------------------------------------------------------------
+
+
+def test_run_read_back(config_file, tmp_path, expected):
+    out = tmp_path / "res"
+    result = run_ok(config_file, out)
+    assert "shards 5/5" in result.stderr and "failures 0" in result.stderr
+    assert "bytes/row" in result.stderr
+
+    frame = content(out)
+    assert frame.height == N_DEALS * 8
+    assert frame.equals(expected)
+    for column, dtype in SPEC_COLUMNS.items():
+        assert frame.schema[column] == dtype, column
+    # Nulls where the spec says: no strategy without a rescue, depth for exchange only...
+    no_rescue = frame.filter(pl.col("variant").is_in(["standard", "play_out"]))
+    assert no_rescue["strategy"].null_count() == no_rescue.height
+    assert frame.filter(pl.col("variant") != "exchange")["depth"].null_count() == frame.height - N_DEALS * 2
+    assert frame.filter(pl.col("variant") != "play_out")["restarts"].null_count() == frame.height - N_DEALS
+    assert (frame["rescue_pile"].is_null() == frame["hint"].is_null()).all()
+    # ... and each (cell, deal) once.
+    assert frame.select(SORT_KEY).is_unique().all()
+
+    # DuckDB reads the same files.
+    rows = duckdb.sql(
+        f"select variant, count(*) as n, count(distinct deal) as d, min(deal), max(deal) "
+        f"from read_parquet('{out}/shards/*.parquet') group by variant order by variant"
+    ).fetchall()
+    per_variant = {"exchange": 2, "one_swap": 2, "play_out": 1, "standard": 1, "watch": 2}
+    assert rows == [(v, n * N_DEALS, N_DEALS, 0, N_DEALS - 1) for v, n in sorted(per_variant.items())]
+
+    # The results directory says what it is.
+    run = json.loads((out / "run.json").read_text())
+    cfg = sweep_config.load(str(config_file), [f"output={out}"])
+    assert run["config_hash"] == cfg.hash
+    assert run["deal_scheme"] == deals.SCHEME_VERSION
+    assert run["result_schema"] == schema.RESULT_SCHEMA_VERSION
+    assert run["clocksweep"] == sweep.code_version()
+    assert len(run["cells"]) == 8 and run["config"]["seed"] == SEED
+    assert run["runs"][-1]["status"] == "complete"
+    assert run["runs"][-1]["ray"]["cpus"] == 2 and run["runs"][-1]["ray"]["nodes"]
+    entries = manifest(out)["shards"]
+    assert [(e["index"], e["first"], e["last"], e["attempts"]) for e in entries] == [
+        (i, 4000 * i, 4000 * i + 3999, 1) for i in range(5)
+    ]
+    for entry in entries:
+        (record,) = entry["files"]
+        path = out / record["path"]
+        assert path.name == f"shard-{entry['index']:06d}_deals-{entry['first']}-{entry['last']}.parquet"
+        metadata = pq.read_metadata(path)
+        assert metadata.num_rows == record["rows"] == 8 * 4000
+        provenance = json.loads(metadata.metadata[b"clocksweep"])
+        assert provenance["config_hash"] == cfg.hash
+        assert provenance["sweep"]["deal_scheme"] == deals.SCHEME_VERSION
+        assert provenance["shard"] == {"index": entry["index"], "first": entry["first"],
+                                       "last": entry["last"]}
+        assert record["bytes"] / record["rows"] <= 4.0
+        column = metadata.row_group(0).column(1)
+        assert column.path_in_schema == "deal" and "DELTA_BINARY_PACKED" in column.encodings
+    assert storage.committed_files(str(out)) == [str(out / e["files"][0]["path"]) for e in entries]
+
+    checked = validate_cli(out)
+    assert checked.exit_code == 0, checked.output
+    assert "5/5 shards committed" in checked.output and "valid" in checked.output
+
+    # A rerun finds everything committed and plays nothing.
+    before = {p: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+    again = run_ok(config_file, out)
+    assert "5 already committed" in again.stderr and "0 played" in again.stderr
+    assert before == {p: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+
+
+def test_shard_sizes_agree(config_file, tmp_path, expected):
+    out = tmp_path / "res"
+    run_ok(config_file, out, "shard_size=3000")
+    assert len(manifest(out)["shards"]) == 7  # 6 x 3000 + 2000
+    assert content(out).equals(expected)
+
+
+def test_deal_batch_matches_schema(expected):
+    """The writer's fast table builder gives the rows of `schema.deal_table`."""
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cells = list(cfg.cells)
+    results = kernel.play(SEED, 0, N_DEALS, cells)
+    fast = storage.deal_batch(SEED, 0, results, cells, {})
+    assert as_strings(pl.from_arrow(fast)).sort(SORT_KEY, nulls_last=True).equals(expected)
+
+
+# --- Nothing lost, nothing mixed ----------------------------------------------------------
+
+
+def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
+    out = tmp_path / "res"
+    run_ok(config_file, out)
+    files = sorted((out / "shards").iterdir())
+    truncated, altered, deleted = files[1], files[2], files[3]
+    data = truncated.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    data = bytearray(altered.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    altered.write_bytes(bytes(data))
+    deleted.unlink()
+    stray = out / "shards" / "shard-000099_deals-0-1.parquet"
+    stray.write_bytes(files[0].read_bytes())
+
+    checked = validate_cli(out)
+    assert checked.exit_code == 1
+    problems = [line for line in checked.output.splitlines() if line.startswith("problem: ")]
+    assert len(problems) == 4, checked.output
+    text = checked.output
+    assert f"{truncated.name}: " in text and "truncated" in text
+    assert f"{altered.name}: sha256 differs" in text
+    assert f"{deleted.name}: missing" in text
+    assert "shards missing" not in text  # the manifest still lists it; the file is what is gone
+    assert f"{stray.name}: not committed" in text
+    assert "5/5 shards committed, 3 with problems" in text
+
+    redo = run_ok(config_file, out)
+    for name in (truncated.name, altered.name, deleted.name):
+        assert name in redo.stderr and "redoing" in redo.stderr
+    assert "2 already committed" in redo.stderr and "3 played" in redo.stderr
+    assert not stray.exists()
+    assert validate_cli(out).exit_code == 0
+    assert content(out).equals(expected)
+
+
+def test_other_config_refused_unless_fresh(config_file, tmp_path):
+    out = tmp_path / "res"
+    run_ok(config_file, out)
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    refused = run_cli(config_file, f"--set=output={out}", "--set=seed=7")
+    assert refused.exit_code == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert "another config" in line and "--fresh" in line
+    assert before == {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    fresh = run_cli(config_file, f"--set=output={out}", "--set=seed=7", "--fresh")
+    assert fresh.exit_code == 0, fresh.output
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["seed"] == 7
+    assert content(out)["seed"].unique().to_list() == [7]
+    assert validate_cli(out).exit_code == 0
+
+
+def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
+    """SIGKILL of a Ray worker mid-shard: the shard is retried, the sweep completes."""
+    out, pids = tmp_path / "res", tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv(sweep.TEST_PAUSE_ENV, f"1.0:{pids}")
+    killed = []
+
+    def kill_first_worker():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = sorted(pids.glob("shard-*.attempt-1.pid"))
+            if found:
+                pid = int(found[0].read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(found[0].name.split(".")[0])
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_first_worker)
+    killer.start()
+    result = run_ok(config_file, out)
+    killer.join()
+    assert killed, "no worker was seen to kill"
+    index = int(killed[0].removeprefix("shard-"))
+    assert f"shard {index} (" in result.stderr and "attempt 1 of 4" in result.stderr
+    assert "retrying" in result.stderr
+    attempts = {e["index"]: e["attempts"] for e in manifest(out)["shards"]}
+    assert attempts[index] == 2 and sorted(attempts) == list(range(5))
+    assert not list((out / "shards").glob(".*"))  # no temporary file left behind
+    assert validate_cli(out).exit_code == 0
+    assert content(out).equals(expected)
+
+
+# --- Runs in their own driver process -------------------------------------------------------
+
+
+def driver(config_file: Path, out: Path, *sets: str, env: dict | None = None, **popen):
+    """`clocksweep run` as its own process, with its own local Ray instance."""
+    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run",
+               str(config_file), f"--set=output={out}", *(f"--set={s}" for s in sets)]
+    environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    environment.update(env or {})
+    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def end_processes(marker: str) -> None:
+    """Kill, by pid, the processes of a Ray instance whose temp dir is ``marker``; remove it."""
+    for _ in range(5):
+        pids = processes_mentioning(marker)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    shutil.rmtree(marker, ignore_errors=True)
+
+
+def test_one_worker_same_bytes(config_file, tmp_path, expected):
+    """One worker in its own driver process: the same content, and byte-identical shards."""
+    out, two = tmp_path / "one", tmp_path / "two"
+    ray_tmp = f"/tmp/cs1w{os.getpid()}"
+    try:
+        proc = driver(config_file, out, "ray.num_cpus=1", env={"RAY_TMPDIR": ray_tmp})
+        _, stderr = proc.communicate(timeout=180)
+        assert proc.returncode == 0, stderr
+    finally:
+        end_processes(ray_tmp)
+    run = json.loads((out / "run.json").read_text())
+    assert run["runs"][-1]["ray"]["cpus"] == 1
+    assert content(out).equals(expected)
+    run_ok(config_file, two)
+    assert [f["sha256"] for e in manifest(out)["shards"] for f in e["files"]] == [
+        f["sha256"] for e in manifest(two)["shards"] for f in e["files"]
+    ]
+
+
+def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
+    """SIGKILL of the driver mid-sweep, then a rerun: exactly the rows of an uninterrupted run."""
+    out, pids = tmp_path / "res", tmp_path / "pids"
+    pids.mkdir()
+    ray_tmp = f"/tmp/cskill{os.getpid()}"
+    try:
+        proc = driver(config_file, out, "ray.num_cpus=1", "shard_size=2000",
+                      env={sweep.TEST_PAUSE_ENV: f"0.7:{pids}", "RAY_TMPDIR": ray_tmp})
+        deadline = time.monotonic() + 180
+        committed = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                committed = len(manifest(out)["shards"])
+            except (OSError, ValueError):
+                committed = 0
+            if committed >= 2:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        end_processes(ray_tmp)
+    committed = len(manifest(out)["shards"])
+    assert 2 <= committed < 10
+
+    resumed = run_ok(config_file, out, "shard_size=2000")
+    assert f"{committed} already committed" in resumed.stderr
+    assert f"{10 - committed} played" in resumed.stderr
+    assert validate_cli(out).exit_code == 0
+    frame = content(out)
+    assert frame.height == N_DEALS * 8
+    assert frame.equals(expected)
+
+
+def test_summary_mode(config_file, tmp_path, expected):
+    """Record mode summary: one file per summary table and shard, counts that add up."""
+    summary = pytest.importorskip("pipeline.summary")
+    out = tmp_path / "sum"
+    run_ok(config_file, out, "record=summary")
+    entries = manifest(out)["shards"]
+    assert len(entries) == 5
+    for entry in entries:
+        assert sorted(f["table"] for f in entry["files"]) == sorted(summary.TABLES)
+        for record in entry["files"]:
+            assert record["path"] == (f"shards/{record['table']}/shard-{entry['index']:06d}_"
+                                      f"deals-{entry['first']}-{entry['last']}.parquet")
+    assert validate_cli(out).exit_code == 0
+    counts = as_strings(pl.scan_parquet(out / "shards" / "counts").collect())
+    cell_key = ["order", "variant", "strategy", "finale", "depth"]
+    by_cell = counts.group_by(cell_key).agg(
+        pl.col("n").sum().alias("deals"),
+        pl.col("n").filter(pl.col("won")).sum().alias("wins"),
+    ).sort(cell_key, nulls_last=True)
+    want = expected.group_by(cell_key).agg(
+        pl.len().cast(pl.Int64).alias("deals"), pl.col("won").sum().cast(pl.Int64).alias("wins")
+    ).sort(cell_key, nulls_last=True)
+    assert by_cell.equals(want)
+
+
+def test_object_store_writes_final_keys():
+    """On an object store (here pyarrow's in-memory mock) a shard is written at its final key,
+    committed by the manifest, and checked like a local one."""
+    from pyarrow.fs import _MockFileSystem
+
+    location = storage.Location("bucket/results", filesystem=_MockFileSystem())
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cells = list(cfg.cells)
+    shard = storage.plan_shards(0, 600, 600)[0]
+    metadata = storage.file_metadata({"config_hash": "h"})
+    table = storage.deal_batch(SEED, 0, kernel.play(SEED, 0, 600, cells), cells, metadata)
+    writer = storage.ShardFileWriter(location, shard.path("deals"), table.schema, "deals")
+    writer.write(table)
+    record = writer.commit()
+    assert record["path"] == "shards/shard-000000_deals-0-599.parquet"
+    assert location.info(record["path"]).size == record["bytes"]
+    assert storage.file_problem(location, record, "h", storage.expected_schemas("deals")["deals"]) is None
+    assert "another config" in storage.file_problem(location, record, "other")
+
+    location.write_json("run.json", {"config_hash": "h", "cells": [{}] * len(cells),
+                                     "config": {"first": 0, "deals": 600, "shard_size": 600,
+                                                "record": "deals"}})
+    manifest = storage.Manifest(location, "h")
+    manifest.commit({"index": 0, "first": 0, "last": 599, "deals": 600, "files": [record]})
+    manifest.flush()
+    problems, figures = storage.validate(location)
+    assert problems == [] and figures["committed"] == 1
+    with location.fs.open_output_stream(location.full(record["path"])) as stream:
+        stream.write(b"PAR1 not what was committed")
+    problems, _ = storage.validate(location)
+    assert len(problems) == 1 and "truncated or altered" in problems[0]
+
+
+def test_one_driver_per_directory(config_file, tmp_path):
+    """A second driver on a directory in use is refused; the first driver's death frees it."""
+    import fcntl
+
+    out = tmp_path / "res"
+    out.mkdir()
+    with open(out / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("12345")
+        held.flush()
+        refused = run_cli(config_file, f"--set=output={out}")
+        assert refused.exit_code == 2
+        (line,) = refused.stderr.strip().splitlines()
+        assert "in use by another clocksweep run (pid 12345)" in line
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]
+    run_ok(config_file, out)
+
+
+def test_failing_shard(config_file, tmp_path, expected, monkeypatch):
+    """A shard that fails every attempt: reported as it happens, exit 1, the rest committed;
+    a rerun plays only that shard."""
+    out = tmp_path / "res"
+    monkeypatch.setenv(sweep.TEST_FAIL_ENV, "2")
+    failed = run_cli(config_file, f"--set=output={out}", "--set=ray.max_retries=1")
+    assert failed.exit_code == 1, failed.output
+    assert "shard 2 (8000-11999) failed, attempt 1 of 2: RuntimeError: test hook" in failed.stderr
+    assert "attempt 2 of 2" in failed.stderr and "giving up" in failed.stderr
+    assert "1 shard(s) failed (2); rerun the same command" in failed.stderr
+    assert sorted(e["index"] for e in manifest(out)["shards"]) == [0, 1, 3, 4]
+    run = json.loads((out / "run.json").read_text())
+    assert run["runs"][-1]["status"] == "failed" and run["runs"][-1]["shards_failed"] == [2]
+    checked = validate_cli(out)
+    assert checked.exit_code == 1 and "shards missing: 1 of 5: 2 (8000-11999)" in checked.output
+
+    monkeypatch.delenv(sweep.TEST_FAIL_ENV)
+    rerun = run_ok(config_file, out)
+    assert "4 already committed" in rerun.stderr and "1 played" in rerun.stderr
+    assert content(out).equals(expected)
