@@ -16,16 +16,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
 import polars as pl
 import pytest
+from processes import end_processes
 
 from pipeline import config as sweep_config
 from pipeline import kernel, schema
@@ -51,31 +50,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def processes_mentioning(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    return pids
-
-
-def end_processes(marker: str) -> None:
-    for _ in range(10):
-        pids = processes_mentioning(marker)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.3)
 
 
 def ray_command(*args: str, env: dict) -> None:

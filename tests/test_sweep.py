@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from processes import end_processes
 import ray
 from click.testing import CliRunner
 
@@ -298,33 +298,6 @@ def driver(config_file: Path, out: Path, *sets: str, env: dict | None = None, **
                             stderr=subprocess.PIPE, text=True, **popen)
 
 
-def processes_mentioning(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    return pids
-
-
-def end_processes(marker: str) -> None:
-    """Kill, by pid, the processes of a Ray instance whose temp dir is ``marker``; remove it."""
-    for _ in range(5):
-        pids = processes_mentioning(marker)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.2)
-    shutil.rmtree(marker, ignore_errors=True)
-
-
 def test_one_worker_same_bytes(config_file, tmp_path, expected):
     """One worker in its own driver process: the same content, and byte-identical shards."""
     out, two = tmp_path / "one", tmp_path / "two"
@@ -334,7 +307,7 @@ def test_one_worker_same_bytes(config_file, tmp_path, expected):
         _, stderr = proc.communicate(timeout=180)
         assert proc.returncode == 0, stderr
     finally:
-        end_processes(ray_tmp)
+        end_processes(ray_tmp, remove=True)
     run = json.loads((out / "run.json").read_text())
     assert run["runs"][-1]["ray"]["cpus"] == 1
     assert content(out).equals(expected)
@@ -366,7 +339,7 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
-        end_processes(ray_tmp)
+        end_processes(ray_tmp, remove=True)
     committed = len(manifest(out)["shards"])
     assert 2 <= committed < 10
 
