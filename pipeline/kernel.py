@@ -315,30 +315,31 @@ def watch_winners(bottom_home, down, is_winner, jump, doubled):
     steps are the cycles' piles. Pointer doubling finds them in four branch-free rounds;
     ``jump`` and ``doubled`` are scratch.
     """
+    # Four doublings, back and forth between the two arrays: jump becomes 16 steps.
     for q in range(N_PILES):
-        jump[q] = bottom_home[q]
-    for _ in range(4):
-        for q in range(N_PILES):
-            doubled[q] = jump[jump[q]]
-        for q in range(N_PILES):
-            jump[q] = doubled[q]
-    start = -1
+        doubled[q] = bottom_home[bottom_home[q]]
+    for q in range(N_PILES):
+        jump[q] = doubled[doubled[q]]
+    for q in range(N_PILES):
+        doubled[q] = jump[jump[q]]
+    for q in range(N_PILES):
+        jump[q] = doubled[doubled[q]]
     for q in range(N_PILES):
         is_winner[q] = False
+    start = -1
+    first = N_PILES
+    on_cycles = 0
     for q in range(N_HOURS):
         if down[q] > 0:
-            is_winner[jump[q]] = True
+            cycle_pile = jump[q]
+            if not is_winner[cycle_pile]:
+                is_winner[cycle_pile] = True
+                on_cycles += 1
+                first = min(first, cycle_pile)
             if start < 0:
                 start = q
     if start < 0:
         return -1
-    first = -1
-    on_cycles = 0
-    for q in range(N_HOURS):
-        if is_winner[q]:
-            on_cycles += 1
-            if first < 0:
-                first = q
     # One component exactly when the start's cycle holds every cycle pile found.
     pile = bottom_home[jump[start]]
     cycle_length = 1
