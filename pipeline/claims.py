@@ -300,7 +300,7 @@ def pick_makes_no_difference(figures) -> Claim:
     claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
     claim.figure_text = (f"{best.strategy} {pct(paired.a_rate)} vs {worst.strategy} {pct(paired.b_rate)}: "
                          f"{points(paired.difference)} on {paired.n:,} paired deals "
-                         f"(exact McNemar p = {paired.p_value:.3g})")
+                         f"(exact McNemar p {stats.p_text(paired.p_value)})")
     claim.basis = f"cells {best.label} and {worst.label}, paired deal by deal"
     claim.verdict = no_difference_verdict((paired.low, paired.high))
     claim.detail.append("all: " + ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in ranked))
@@ -497,7 +497,7 @@ def foresight_no_agency(figures) -> Claim:
                 f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}")
         if claim.figure is None:
             claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
-            claim.figure_text = text + f" on {paired.n:,} paired deals (exact McNemar p = {paired.p_value:.3g})"
+            claim.figure_text = text + f" on {paired.n:,} paired deals (exact McNemar p {stats.p_text(paired.p_value)})"
             claim.basis = f"cells {informed.label} and {best.label}, paired deal by deal"
             low, high = paired.low, paired.high
             if low > 0:
@@ -545,7 +545,7 @@ def deal_order_no_change(figures) -> Claim:
     claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
     claim.figure_text = (f"round-robin {pct(paired.a_rate)} vs packets {pct(paired.b_rate)}: "
                          f"{points(paired.difference)} on {paired.n:,} deal numbers "
-                         f"(exact McNemar p = {paired.p_value:.3g})")
+                         f"(exact McNemar p {stats.p_text(paired.p_value)})")
     claim.basis = f"cells {pair[0].label} and {pair[1].label}, paired by deal number"
     claim.verdict = no_difference_verdict((paired.low, paired.high))
     others = []

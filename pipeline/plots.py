@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 
 from pipeline import rules
+from pipeline.stats import p_text
 
 COLOURS = {"down": "#1f5fa8", "up": "#d0641c"}
 MARKERS = {"round-robin": "o", "packets": "s"}
@@ -97,7 +98,7 @@ def cards_turned(distribution: dict) -> bytes | None:
     ax.set_xlabel("cards turned (standard play)")
     ax.set_ylabel("share of deals")
     ax.set_title(f"{distribution['cell']}: chi-square {distribution['chi2']:.1f} on "
-                 f"{distribution['dof']} df, p = {distribution['p_value']:.3g}", fontsize=9)
+                 f"{distribution['dof']} df, p {p_text(distribution['p_value'])}", fontsize=9)
     ax.legend(fontsize=8)
     return _png(fig)
 

@@ -660,7 +660,7 @@ def best_line(record: dict) -> str:
     if record["runner_up"] and record["margin"] is not None:
         line += (f", {claim_rules.points(record['margin'])} over {record['runner_up']} "
                  f"(95% CI {100 * record['margin_low']:+.2f} to {100 * record['margin_high']:+.2f}, "
-                 f"McNemar p = {record['mcnemar_p']:.2g})")
+                 f"McNemar p {stats.p_text(record['mcnemar_p'], 2)})")
     if record["oracle"] is not None:
         line += f"; oracle (peeks, not a way to play) {claim_rules.pct(record['oracle'])}"
     return line

@@ -150,6 +150,13 @@ def paired_difference(both: int, a_only: int, b_only: int, neither: int,
     return Paired(n, both, a_only, b_only, neither, difference, low, high, p_value)
 
 
+def p_text(p_value: float, digits: int = 3) -> str:
+    """A p-value for people: one that underflowed to 0 is written as a bound, not as 0."""
+    if p_value < 1e-300:
+        return "< 1e-300"
+    return f"= {p_value:.{digits}g}"
+
+
 def mcnemar_exact(a_only: int, b_only: int) -> float:
     """Two-sided exact McNemar p-value from the discordant counts; 1 with none.
 
