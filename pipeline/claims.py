@@ -560,6 +560,13 @@ def deal_order_no_change(figures) -> Claim:
     return claim
 
 
+def one_finale(cells: list) -> list:
+    """Cells of one finale only: the finale changes only what `informed` reads, so standard and
+    play_out cells of both finales play the very same deals, which must not count twice."""
+    first = min(cell.finale for cell in cells)
+    return [cell for cell in cells if cell.finale == first]
+
+
 def won_deal_52_flips(figures) -> Claim:
     claim = Claim(
         "won_deal_52_flips", ("001",),
@@ -573,11 +580,11 @@ def won_deal_52_flips(figures) -> Claim:
         claim.needs = "a standard cell"
         claim.basis = "no standard cell in this sweep"
         return claim
-    total, at_52 = figures.won_turned(cells)
+    total, at_52 = figures.won_turned(one_finale(cells))
     interval = stats.clopper_pearson(at_52, total, stats.CLAIM_CONFIDENCE)
     claim.figure, claim.interval = (at_52 / total if total else None), (interval if total else None)
     claim.figure_text = f"{at_52:,} of {total:,} standard wins turned exactly 52 cards"
-    claim.basis = "cards_turned of won deals in every standard cell"
+    claim.basis = "cards_turned of won deals in the standard cells (one finale: both play the same deals)"
     if total != at_52:
         claim.verdict = REFUTED
     elif total >= MIN_WINS_52:
@@ -603,13 +610,13 @@ def play_out_deaths(figures) -> Claim:
         claim.needs = "a play_out cell"
         claim.basis = "no play_out cell in this sweep"
         return claim
-    deals, later, stray = figures.play_out_deaths(cells)
+    deals, later, stray = figures.play_out_deaths(one_finale(cells))
     deaths = deals + later
     claim.figure = (deaths - stray) / deaths if deaths else None
     claim.interval = stats.clopper_pearson(deaths - stray, deaths, stats.CLAIM_CONFIDENCE) if deaths else None
     claim.figure_text = (f"{deaths - stray:,} of {deaths:,} deaths where the rules predict "
                          f"({deals:,} first deaths, {later:,} later deaths, {stray:,} elsewhere)")
-    claim.basis = "restarts and stray_deaths of every play_out cell"
+    claim.basis = "restarts and stray_deaths of the play_out cells (one finale: both play the same deals)"
     if stray == 0 and later >= MIN_LATER_DEATHS:
         claim.verdict = REFUTED
         claim.detail.append("first half confirmed: every first death was in the centre")
