@@ -28,12 +28,14 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-ALL_GRID = {
-    "variant": ["standard", "watch", "one_swap", "exchange", "play_out"],
-    "strategy": ["clockwise", "random", "most", "fewest", "informed", "oracle"],
-    "finale": ["down", "up"],
-    "order": ["round-robin", "packets"],
-    "depth": ["bottom", "top"],
+from pipeline import rules
+
+ALL_GRID = {  # every name the rules know, from their one definition
+    "variant": list(rules.VARIANTS),
+    "strategy": list(rules.STRATEGIES),
+    "finale": list(rules.FINALES),
+    "order": list(rules.ORDERS),
+    "depth": list(rules.DEPTHS),
 }
 
 

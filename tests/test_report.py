@@ -18,17 +18,17 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline import claims, kernel, report, storage, summary, sweep
+from pipeline import claims, kernel, report, rules, storage, summary, sweep
 from pipeline import config as sweep_config
 from pipeline.cli import cli
 from pipeline.rules import Cell
 
-ALL_GRID = {
-    "variant": ["standard", "watch", "one_swap", "exchange", "play_out"],
-    "strategy": ["clockwise", "random", "most", "fewest", "informed", "oracle"],
-    "finale": ["down", "up"],
-    "order": ["round-robin", "packets"],
-    "depth": ["bottom", "top"],
+ALL_GRID = {  # every name the rules know, from their one definition
+    "variant": list(rules.VARIANTS),
+    "strategy": list(rules.STRATEGIES),
+    "finale": list(rules.FINALES),
+    "order": list(rules.ORDERS),
+    "depth": list(rules.DEPTHS),
 }
 REPLAY = 1500
 
