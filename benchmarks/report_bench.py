@@ -59,7 +59,7 @@ def _play_shard(args):
         from pipeline import summary
 
         multiple = summary.BLOCK
-    batch = sweep.deals_per_batch(shard.count, len(cells), multiple)
+    batch = sweep.deals_per_batch(shard.count, len(cells), multiple, config.record)
     for start in range(0, shard.count, batch):
         first = shard.first + start
         count = min(batch, shard.count - start)

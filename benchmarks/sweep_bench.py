@@ -51,7 +51,10 @@ def driver(args: argparse.Namespace) -> None:
     cfg = config.load(args.config, args.set)
     started = time.monotonic()
     outcome = sweep.run(cfg, fresh=True, stream=open(os.devnull, "w"))
+    shards = json.loads((Path(cfg.output) / "manifest.json").read_text())["shards"]
     print(json.dumps({
+        "task_seconds": sum(entry["seconds"] for entry in shards),
+        "kernel_seconds": sum(entry["kernel_seconds"] for entry in shards),
         "deals": outcome.deals,
         "cells": len(cfg.cells),
         "rows": outcome.rows,
@@ -168,6 +171,10 @@ def main() -> None:
     print(f"sweep rate / (kernel best x {args.cpus}): {figures['ratio']:.2f}; / (kernel sustained "
           f"x {args.cpus}): {figures['ratio_to_sustained']:.2f}; / kernel in {args.cpus} "
           f"processes at once: {figures['ratio_to_concurrent_kernel']:.2f}")
+    print(f"inside the tasks: {large['kernel_seconds']:.1f} s in the kernel of "
+          f"{large['task_seconds']:.1f} s ({large['kernel_seconds'] / large['task_seconds']:.2f}); "
+          f"tasks busy {large['task_seconds'] / (args.cpus * large['play_seconds']):.2f} of "
+          f"{args.cpus} CPUs x {large['play_seconds']:.1f} s")
     print(f"bytes per row: {figures['bytes_per_row']:.3f}")
     print(f"driver peak RSS: {small['rss_peak_mb']:.0f} MB at {small['deals']:,} deals, "
           f"{large['rss_peak_mb']:.0f} MB at {large['deals']:,} deals")
