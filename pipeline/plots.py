@@ -25,6 +25,27 @@ def _pyplot():
     return plt
 
 
+def warm_up() -> None:
+    """Import matplotlib and draw a small figure with text, so that the fonts and text caches
+    are loaded once, in the report's process, and the plots' forked processes inherit them
+    (each would otherwise spend a tenth of a second on its first plot)."""
+    fig, ax = _figure(2, 1.5)
+    ax.set_title("0123456789 abcdefghijklmnopqrstuvwxyz", fontsize=9)
+    ax.plot([0, 1], [0, 1], "o-", label="x")
+    ax.legend(fontsize=7)
+    _png(fig)
+
+
+def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.55,
+            top: float = 0.4, right: float = 0.15):
+    """A one-panel figure with fixed margins, in inches: a constrained layout would find
+    the same margins for these plots at a third of the drawing time."""
+    fig, ax = _pyplot().subplots(figsize=(width, height))
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
+                        top=1 - top / height)
+    return fig, ax
+
+
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
@@ -44,9 +65,13 @@ def win_rates(cells: list[dict]) -> bytes | None:
         return None
     plt = _pyplot()
     widths = [1 if panel[2][0]["strategy"] is None else 2.2 for panel in panels]
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(5.0, 1.25 * sum(widths) + 1), 4.4),
-                             sharey=True, squeeze=False, layout="constrained",
+    # Fixed margins rather than a constrained layout, which would take half of the drawing time:
+    # room below for the rotated strategy names and the legend, left for the axis label.
+    width = max(5.0, 1.25 * sum(widths) + 1)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 4.8), sharey=True, squeeze=False,
                              gridspec_kw={"width_ratios": widths})
+    fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.26, top=0.88,
+                        wspace=0.08)
     series = sorted({(c["finale"], c["order"]) for c in cells},
                     key=lambda s: (rules.FINALES.index(s[0]), rules.ORDERS.index(s[1])))
     for ax, (variant, depth, rows) in zip(axes[0], panels):
@@ -65,8 +90,8 @@ def win_rates(cells: list[dict]) -> bytes | None:
                         ms=4, capsize=2, lw=1, label=f"finale {finale}, {order}")
             exact = [(x, r["exact_value"]) for x, (_, r) in zip(xs, picked) if r["exact_value"] is not None]
             if exact:
-                ax.scatter([x for x, _ in exact], [y for _, y in exact], marker="_", s=90,
-                           color="k", lw=1.5, zorder=3)
+                ax.plot([x for x, _ in exact], [y for _, y in exact], ls="none", marker="_",
+                        ms=9, mew=1.5, color="k", zorder=3)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels([s or "-" for s in names], rotation=45, ha="right", fontsize=8)
         ax.set_title(variant + (f" ({depth})" if depth else ""), fontsize=9)
@@ -80,7 +105,8 @@ def win_rates(cells: list[dict]) -> bytes | None:
                 handles.append(h)
                 labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
+                   frameon=False)
     fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
     return _png(fig)
 
@@ -90,8 +116,7 @@ def cards_turned(distribution: dict) -> bytes | None:
     rows = distribution.get("rows") or []
     if not rows:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
+    fig, ax = _figure(7, 3.4)
     xs = [r["cards_turned"] for r in rows]
     ax.bar(xs, [r["observed_share"] for r in rows], color="#9bb7d4", label="observed")
     ax.plot(xs, [r["exact"] for r in rows], color="k", lw=1.2, label="exact: C(t-1,3)/C(52,4)")
@@ -110,7 +135,7 @@ def hint_calibration(calibration: list[dict]) -> bytes | None:
     if not rows:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 5.2), layout="constrained")
+    fig, ax = _figure(5.6, 5.2)
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="perfect calibration")
     cmap = plt.get_cmap("tab10")
     for k, cell in enumerate(rows[:10]):
@@ -135,8 +160,7 @@ def restarts(play_out: list[dict]) -> bytes | None:
     play_out = [c for c in play_out if "finale=down" in c["cell"]] or play_out
     if not play_out:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
+    fig, ax = _figure(6, 3.2)
     width = 0.8 / len(play_out)
     for k, cell in enumerate(play_out):
         xs = [r["restarts"] + (k - (len(play_out) - 1) / 2) * width for r in cell["rows"]]
@@ -154,7 +178,7 @@ def rescue_by_down(rows: list[dict], cells: list[str]) -> bytes | None:
     if not chosen:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    fig, ax = _figure(7, 3.6)
     cmap = plt.get_cmap("tab10")
     for k, cell in enumerate(chosen):
         mine = [r for r in rows if r["cell"] == cell and r["n"] >= 20]
@@ -172,25 +196,49 @@ def rescue_by_down(rows: list[dict], cells: list[str]) -> bytes | None:
     return _png(fig)
 
 
-def render_all(jobs: list[tuple[str, str, tuple]], workers: int = 1) -> list[tuple[str, bytes | None]]:
-    """Draw plots given as (name, function name in this module, arguments), maybe in parallel.
-
-    With more than one worker the plots are drawn in forked processes (matplotlib is not
-    thread-safe); results come back in the order of ``jobs``.
+class Plotter:
+    """Draws the report's plots in forked processes (with more than one CPU), while the caller
+    goes on: the report writes its tables meanwhile. Processes, not threads: matplotlib is not
+    thread-safe. Import matplotlib (`_pyplot`) before `start`, and the processes, forked then,
+    inherit it rather than each importing it again. With one worker it draws when asked.
     """
-    if workers > 1 and len(jobs) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
-        try:
-            context = multiprocessing.get_context("fork")
-        except ValueError:
-            context = None
-        if context is not None:
-            with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
-                drawn = list(pool.map(_draw, jobs))
-            return [(name, png) for (name, _, _), png in zip(jobs, drawn)]
-    return [(name, _draw((name, function, args))) for name, function, args in jobs]
+    def __init__(self, workers: int = 1):
+        self.workers, self.pool = workers, None
+
+    def start(self, jobs: list[tuple[str, str, tuple]]):
+        """Start drawing ``jobs``, each (file name, function name in this module, arguments);
+        the function returned waits for them and gives (file name, PNG bytes or None) in the
+        order of ``jobs``."""
+        if self.workers > 1 and len(jobs) > 1 and self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            try:
+                context = multiprocessing.get_context("fork")
+                self.pool = ProcessPoolExecutor(min(self.workers, len(jobs)), mp_context=context)
+            except ValueError:  # no fork here: draw in this process
+                self.workers = 1
+        if self.pool is None:
+            return lambda: [(job[0], _draw(job)) for job in jobs]
+        futures = [self.pool.submit(_draw, job) for job in jobs]
+        return lambda: [(job[0], future.result()) for job, future in zip(jobs, futures)]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def render_all(jobs: list[tuple[str, str, tuple]], workers: int = 1) -> list[tuple[str, bytes | None]]:
+    """Draw the plots of ``jobs`` (see `Plotter.start`), maybe in parallel."""
+    with Plotter(workers) as plotter:
+        return plotter.start(jobs)()
 
 
 def _draw(job) -> bytes | None:

@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import claims as claim_rules
-from pipeline import odds, rules, stats, storage, summary
+from pipeline import odds, plots, rules, stats, storage, summary
 from pipeline.rules import Cell
 
 REPORT_VERSION = "clocksweep-report/1"
@@ -721,14 +721,11 @@ def make_replay(loaded: Loaded, count: int) -> tuple[claim_rules.Replay | None, 
 
 
 def _warm_imports(plots_enabled: bool) -> None:
-    """Import what the figures and plots need while the shards are read."""
+    """Import what the figures and the plots need (the plots' processes inherit matplotlib)."""
     import scipy.special  # noqa: F401
 
     if plots_enabled:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
+        plots.warm_up()
 
 
 # --- The report ---------------------------------------------------------------------------
@@ -804,45 +801,46 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
         timings[phase] = round(now - clock[0], 3)
         clock[0] = now
 
-    # The imports the figures and plots need run while the shards are read.
-    with ThreadPoolExecutor(max_workers=1) as background:
-        warmed = background.submit(_warm_imports, plots_enabled)
-        loaded = load(where, head=replay, workers=workers)
-        lap("read")
-        warmed.result()
-        lap("wait for imports")
-    replayed, note = None, ""
-    if loaded.tables["facts"].is_empty():
-        # No deal facts in the records (no standard cell): replay the first deals instead.
-        replayed, note = make_replay(loaded, replay)
-        lap("replay")
-    figures = Figures(loaded, replayed, note)
-    claims = claim_rules.assess(figures)
-    lap("figures and claims")
-    document = {
-        "report_version": REPORT_VERSION,
-        "provenance": provenance(loaded),
-        "cells": figures.cell_records(),
-        "comparisons": figures.comparisons(),
-        "best_strategies": figures.best_strategies(),
-        "claims": [claim.record() for claim in claims],
-        "distributions": {
-            "cards_turned": figures.cards_turned(),
-            "down_at_stop": figures.down_at_stop(),
-            "restarts": figures.restarts(),
-            "rescue_by_down_at_stop": figures.rescue_by_down(),
-        },
-        "hint_calibration": figures.hint_calibration(),
-        "notes": notes(loaded, figures),
-    }
-    directory = out or loaded.location.full(REPORT_DIR)
-    if not loaded.location.is_local and out is None:
-        raise ReportError(f"{where}: the report is written locally; pass an output directory")
-    lap("tables")
-    os.makedirs(directory, exist_ok=True)
-    write_all(directory, document, figures, plots_enabled)
-    lap("write")
-    return Report(loaded, figures, claims, document, directory, timings)
+    with plots.Plotter(os.cpu_count() or 1) as plotter:
+        # What the figures and plots need is imported while the shards are read.
+        with ThreadPoolExecutor(max_workers=1) as background:
+            warmed = background.submit(_warm_imports, plots_enabled)
+            loaded = load(where, head=replay, workers=workers)
+            lap("read")
+            warmed.result()
+            lap("wait for imports")
+        replayed, note = None, ""
+        if loaded.tables["facts"].is_empty():
+            # No deal facts in the records (no standard cell): replay the first deals instead.
+            replayed, note = make_replay(loaded, replay)
+            lap("replay")
+        figures = Figures(loaded, replayed, note)
+        claims = claim_rules.assess(figures)
+        lap("figures and claims")
+        document = {
+            "report_version": REPORT_VERSION,
+            "provenance": provenance(loaded),
+            "cells": figures.cell_records(),
+            "comparisons": figures.comparisons(),
+            "best_strategies": figures.best_strategies(),
+            "claims": [claim.record() for claim in claims],
+            "distributions": {
+                "cards_turned": figures.cards_turned(),
+                "down_at_stop": figures.down_at_stop(),
+                "restarts": figures.restarts(),
+                "rescue_by_down_at_stop": figures.rescue_by_down(),
+            },
+            "hint_calibration": figures.hint_calibration(),
+            "notes": notes(loaded, figures),
+        }
+        directory = out or loaded.location.full(REPORT_DIR)
+        if not loaded.location.is_local and out is None:
+            raise ReportError(f"{where}: the report is written locally; pass an output directory")
+        lap("tables")
+        os.makedirs(directory, exist_ok=True)
+        write_all(directory, document, figures, plotter if plots_enabled else None)
+        lap("write")
+        return Report(loaded, figures, claims, document, directory, timings)
 
 
 def notes(loaded: Loaded, figures: Figures) -> list[str]:
@@ -892,13 +890,16 @@ def flatten(groups: list[dict], key: str = "cell") -> list[dict]:
     return [{key: group[key], **row} for group in groups for row in group["rows"]]
 
 
-def write_all(directory: str, document: dict, figures: Figures, plots_enabled: bool) -> None:
-    """report.json, the CSV and Parquet tables, the PNG plots, report.md and report.html."""
-    with open(os.path.join(directory, "report.json"), "w") as file:
-        # No indentation: json's C encoder only runs without it (a 100-cell report is 1.5 MB).
-        json.dump(clean(document), file, separators=(",", ":"))
-        file.write("\n")
+def write_all(directory: str, document: dict, figures: Figures,
+              plotter: plots.Plotter | None) -> None:
+    """report.json, the CSV and Parquet tables, the PNG plots (unless ``plotter`` is None),
+    report.md and report.html."""
     dist = document["distributions"]
+    finish_plots = None if plotter is None else plotter.start(_plot_jobs(document))
+    with open(os.path.join(directory, "report.json"), "w") as file:
+        # json.dumps with no indentation: only then does json use its C encoder (json.dump
+        # never does), and a 100-cell report is 1.5 MB.
+        file.write(json.dumps(clean(document), separators=(",", ":")) + "\n")
     claims_rows = [{k: v for k, v in c.items() if k not in ("seed_files", "detail")}
                    | {"interval_low": (c["interval"] or [None, None])[0],
                       "interval_high": (c["interval"] or [None, None])[1],
@@ -919,37 +920,42 @@ def write_all(directory: str, document: dict, figures: Figures, plots_enabled: b
         frame.write_parquet(os.path.join(directory, f"summary_{table}.parquet"))
 
     images = []
-    if plots_enabled:
-        from pipeline import plots
-
-        standard = next((d for d in dist["cards_turned"] if "order=round-robin" in d["cell"]),
-                        dist["cards_turned"][0] if dist["cards_turned"] else None)
-        jobs = [
-            ("win_rates.png", "win_rates", (document["cells"],)),
-            ("cards_turned.png", "cards_turned", (standard,)),
-            ("hint_calibration.png", "hint_calibration", (document["hint_calibration"],)),
-            ("restarts.png", "restarts", (dist["restarts"],)),
-            ("rescue_by_down.png", "rescue_by_down",
-             (dist["rescue_by_down_at_stop"], _plotted_rescues(document["cells"]))),
-        ]
-        titles = {
-            "win_rates.png": "Win rate per cell with 95% intervals",
-            "cards_turned.png": "Cards turned in standard play against the exact law",
-            "hint_calibration.png": "The hint's chance against the observed win rate",
-            "restarts.png": "Play it out: restarts",
-            "rescue_by_down.png": "Rescue win rate by cards left at the first death",
-        }
-        jobs = [job for job in jobs if job[2][0] is not None]
-        for filename, png in plots.render_all(jobs, os.cpu_count() or 1):
+    if finish_plots is not None:
+        for filename, png in finish_plots():
             if png:
                 with open(os.path.join(directory, filename), "wb") as file:
                     file.write(png)
-                images.append((filename, titles[filename], png))
+                images.append((filename, PLOT_TITLES[filename], png))
     blocks = document_blocks(document, images)
     with open(os.path.join(directory, "report.md"), "w") as file:
         file.write(to_markdown(blocks))
     with open(os.path.join(directory, "report.html"), "w") as file:
         file.write(to_html(blocks))
+
+
+PLOT_TITLES = {
+    "win_rates.png": "Win rate per cell with 95% intervals",
+    "cards_turned.png": "Cards turned in standard play against the exact law",
+    "hint_calibration.png": "The hint's chance against the observed win rate",
+    "restarts.png": "Play it out: restarts",
+    "rescue_by_down.png": "Rescue win rate by cards left at the first death",
+}
+
+
+def _plot_jobs(document: dict) -> list[tuple[str, str, tuple]]:
+    """The plots of a report, as `plots.Plotter.start` takes them."""
+    dist = document["distributions"]
+    standard = next((d for d in dist["cards_turned"] if "order=round-robin" in d["cell"]),
+                    dist["cards_turned"][0] if dist["cards_turned"] else None)
+    jobs = [  # the slowest first, so that it does not start last
+        ("win_rates.png", "win_rates", (document["cells"],)),
+        ("cards_turned.png", "cards_turned", (standard,)),
+        ("hint_calibration.png", "hint_calibration", (document["hint_calibration"],)),
+        ("restarts.png", "restarts", (dist["restarts"],)),
+        ("rescue_by_down.png", "rescue_by_down",
+         (dist["rescue_by_down_at_stop"], _plotted_rescues(document["cells"]))),
+    ]
+    return [job for job in jobs if job[2][0] is not None]
 
 
 def _plotted_rescues(cells: list[dict]) -> list[str]:

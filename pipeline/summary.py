@@ -58,12 +58,28 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from functools import lru_cache
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
 from pipeline import rules
 from pipeline.rules import Cell
+
+
+def _compiled_on_first_call(function):
+    """numba-compile ``function`` (from the on-disk cache) when it is first called: a report
+    over summary records never calls it, and is spared importing numba (a tenth of a second)."""
+    compiled = None
+
+    def call(*args):
+        nonlocal compiled
+        if compiled is None:
+            import numba as nb
+
+            compiled = nb.njit(cache=True, nogil=True)(function)
+        return compiled(*args)
+
+    call.__doc__, call.__name__ = function.__doc__, function.__name__
+    return call
 
 SUMMARY_SCHEMA_VERSION = "clocksweep-summary/1"
 
@@ -225,7 +241,7 @@ _ERRORS = {
 }
 
 
-@nb.njit(cache=True, nogil=True)
+@_compiled_on_first_call
 def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restarts, stray,
            hint_float, hint_num, hint_den, restart_slot, counts, restart_counts, turned_counts,
            pile_counts, won_matrix, present):
@@ -560,7 +576,7 @@ def pair_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | Non
     return pa.table(columns, schema=SCHEMAS["pairs"])
 
 
-@nb.njit(cache=True, nogil=True)
+@_compiled_on_first_call
 def _block_tally(won, present, use_present, tally):
     """tally[c, w] += 1 for each block of BLOCK consecutive deals of cell c with w wins."""
     for c in range(won.shape[0]):
