@@ -251,7 +251,7 @@ FACT_COLUMNS = ["kings_at_bottom", "unvisited_at_third_king"]  # schema.DEAL_FAC
 def _row_batches(parquet: pq.ParquetFile, columns: list[str]):
     """The file's rows as record batches, a row group at a time (cheaper than `iter_batches`)."""
     for group in range(parquet.num_row_groups):
-        yield from parquet.read_row_group(group, columns=columns).to_batches()
+        yield from parquet.read_row_group(group, columns=columns, use_threads=False).to_batches()
 
 
 def _add_facts(shard: summary.ShardSummary, batch, cells, run_cells, starts, ends) -> None:
