@@ -54,7 +54,7 @@ from pipeline import odds, plots, rules, stats, storage, summary
 from pipeline.rules import Cell
 
 REPORT_VERSION = "clocksweep-report/1"
-REPORT_DIR = "report"
+REPORT_DIR = storage.REPORT_DIR
 DEFAULT_REPLAY = 100_000
 Z_FLAG = 4.0
 PLAYABLE_EXCLUDED = ("oracle",)  # peeks at every card: an upper bound, not a way to play

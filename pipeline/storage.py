@@ -7,6 +7,8 @@ A results directory (a local path or any `pyarrow.fs` URI) holds:
 - ``manifest.json``: the committed shards, each with its deal range, cells, rows, attempts
   and its files (path, rows, bytes, sha256). Only the driver writes it, after a task reports
   success; readers use only the files it lists.
+- ``report/``: what `clocksweep report` wrote; a run that commits shards, or starts over,
+  removes it, since it no longer describes the results.
 - ``shards/``: record mode ``deals`` writes ``shards/shard-000012_deals-120000-129999.parquet``;
   ``summary`` writes one file per summary table, ``shards/<table>/shard-..._deals-....parquet``,
   so that each directory holds one schema and any Parquet reader can scan it whole.
@@ -35,6 +37,7 @@ RUN_FILE = "run.json"
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = ".lock"
 SHARDS_DIR = "shards"
+REPORT_DIR = "report"
 DEALS_TABLE = "deals"
 METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"

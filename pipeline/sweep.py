@@ -397,6 +397,9 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         if fresh and previous is not None:
             for name in (storage.SHARDS_DIR, MANIFEST_FILE):
                 location.delete(name)
+        if todo or fresh:
+            # A report of the results as they were would outlive them: remove it.
+            location.delete(storage.REPORT_DIR)
         leftovers = storage.uncommitted_files(location, manifest.as_dict())
         for path in leftovers:
             location.delete(path)

@@ -237,6 +237,10 @@ def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
 def test_other_config_refused_unless_fresh(config_file, tmp_path):
     out = tmp_path / "res"
     run_ok(config_file, out)
+    from pipeline import report
+
+    report.build(str(out), replay=0, plots_enabled=False)  # a report of the first config
+    assert (out / "report" / "report.json").exists()
     before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     refused = run_cli(config_file, f"--set=output={out}", "--set=seed=7")
     assert refused.exit_code == 2
@@ -249,6 +253,7 @@ def test_other_config_refused_unless_fresh(config_file, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["seed"] == 7
     assert content(out)["seed"].unique().to_list() == [7]
+    assert not (out / "report").exists()  # it described the results replaced
     assert validate_cli(out).exit_code == 0
 
 
