@@ -166,7 +166,7 @@ def test_run_read_back(config_file, tmp_path, expected):
                                        "last": entry["last"]}
         assert record["bytes"] / record["rows"] <= 4.0
         column = metadata.row_group(0).column(1)
-        assert column.path_in_schema == "deal" and "BYTE_STREAM_SPLIT" in column.encodings
+        assert column.path_in_schema == "deal" and "DELTA_BINARY_PACKED" in column.encodings
     assert storage.committed_files(str(out)) == [str(out / e["files"][0]["path"]) for e in entries]
 
     checked = validate_cli(out)
