@@ -84,10 +84,12 @@ def kernel_rate(seconds: float) -> float:
     return bench.kernel_rate([Cell()], seconds)
 
 
-def kernel_sustained(seconds: float, batch: int = 2_500_000) -> float:
+def kernel_sustained(seconds: float) -> float:
     """The kernel's standard rate on one core over ``seconds``, in the sweep's batch size."""
-    from pipeline import kernel
+    from pipeline import kernel, sweep
     from pipeline.rules import Cell
+
+    batch = sweep.ROWS_PER_BATCH["deals"]
 
     kernel.play(1, 0, 1000, [Cell()])
     played, started = 0, time.perf_counter()

@@ -54,7 +54,6 @@ from pipeline import odds, plots, rules, stats, storage, summary
 from pipeline.rules import Cell
 
 REPORT_VERSION = "clocksweep-report/1"
-REPORT_DIR = storage.REPORT_DIR
 DEFAULT_REPLAY = 100_000
 Z_FLAG = 4.0
 PLAYABLE_EXCLUDED = ("oracle",)  # peeks at every card: an upper bound, not a way to play
@@ -124,6 +123,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
             return f"malformed manifest entry ({type(error).__name__}: {error})"
 
     workers = workers or min(len(committed), os.cpu_count() or 1) or 1
+    decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
     head_won: dict[Cell, tuple[int, np.ndarray]] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         if mode == "summary":
@@ -137,7 +137,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
                 if problem:
                     return problem, None
                 try:
-                    return None, _deal_shard(location, entry, cells, head)
+                    return None, _deal_shard(location, entry, cells, head, decode_threads)
                 except (ValueError, pa.ArrowException, OSError) as error:
                     return f"unreadable records: {error}", None
 
@@ -248,10 +248,11 @@ DEAL_COLUMNS = ["deal", *summary.LABEL_COLUMNS, "won", "cards_turned", "down_at_
 FACT_COLUMNS = ["kings_at_bottom", "unvisited_at_third_king"]  # schema.DEAL_FACTS
 
 
-def _row_batches(parquet: pq.ParquetFile, columns: list[str]):
-    """The file's rows as record batches, a row group at a time (cheaper than `iter_batches`)."""
+def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):
+    """The file's rows as record batches, a row group at a time (cheaper than `iter_batches`);
+    decoded on Arrow's threads, or on this one (when shards are read side by side already)."""
     for group in range(parquet.num_row_groups):
-        yield from parquet.read_row_group(group, columns=columns, use_threads=False).to_batches()
+        yield from parquet.read_row_group(group, columns=columns, use_threads=threads).to_batches()
 
 
 def _add_facts(shard: summary.ShardSummary, batch, cells, run_cells, starts, ends) -> None:
@@ -265,7 +266,7 @@ def _add_facts(shard: summary.ShardSummary, batch, cells, run_cells, starts, end
             shard.add_facts(int(c), won[start:end], kings[start:end], unvisited[start:end])
 
 
-def _deal_shard(location, entry, cells, head):
+def _deal_shard(location, entry, cells, head, decode_threads):
     """One per-deal shard counted into summary tables (plus the first ``head`` wins of standard cells)."""
     first, last = int(entry["first"]), int(entry["last"])
     shard = summary.ShardSummary(cells, first, last - first + 1)
@@ -276,7 +277,8 @@ def _deal_shard(location, entry, cells, head):
         with location.fs.open_input_file(location.full(record["path"])) as file:
             parquet = pq.ParquetFile(file)
             has_facts = set(FACT_COLUMNS) <= set(parquet.schema_arrow.names)
-            for batch in _row_batches(parquet, DEAL_COLUMNS + (FACT_COLUMNS if has_facts else [])):
+            wanted = DEAL_COLUMNS + (FACT_COLUMNS if has_facts else [])
+            for batch in _row_batches(parquet, wanted, decode_threads):
                 try:
                     run_cells, starts, ends = _batch_runs(batch, cell_lut)
                     columns = (
@@ -720,14 +722,6 @@ def make_replay(loaded: Loaded, count: int) -> tuple[claim_rules.Replay | None, 
     return replay, ""
 
 
-def _warm_imports(plots_enabled: bool) -> None:
-    """Import what the figures and the plots need (the plots' processes inherit matplotlib)."""
-    import scipy.special  # noqa: F401
-
-    if plots_enabled:
-        plots.warm_up()
-
-
 # --- The report ---------------------------------------------------------------------------
 
 
@@ -801,14 +795,15 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
         timings[phase] = round(now - clock[0], 3)
         clock[0] = now
 
-    with plots.Plotter(os.cpu_count() or 1) as plotter:
-        # What the figures and plots need is imported while the shards are read.
-        with ThreadPoolExecutor(max_workers=1) as background:
-            warmed = background.submit(_warm_imports, plots_enabled)
-            loaded = load(where, head=replay, workers=workers)
-            lap("read")
-            warmed.result()
-            lap("wait for imports")
+    # The plots' process starts now, and imports matplotlib while the shards are read.
+    with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
+        # scipy (for the figures) first: imported beside the reading, it would hold the
+        # reading threads back for longer than it takes.
+        import scipy.special  # noqa: F401
+
+        lap("import scipy")
+        loaded = load(where, head=replay, workers=workers)
+        lap("read")
         replayed, note = None, ""
         if loaded.tables["facts"].is_empty():
             # No deal facts in the records (no standard cell): replay the first deals instead.
@@ -833,7 +828,7 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
             "hint_calibration": figures.hint_calibration(),
             "notes": notes(loaded, figures),
         }
-        directory = out or loaded.location.full(REPORT_DIR)
+        directory = out or loaded.location.full(storage.REPORT_DIR)
         if not loaded.location.is_local and out is None:
             raise ReportError(f"{where}: the report is written locally; pass an output directory")
         lap("tables")

@@ -7,8 +7,8 @@ A results directory (a local path or any `pyarrow.fs` URI) holds:
 - ``manifest.json``: the committed shards, each with its deal range, cells, rows, attempts
   and its files (path, rows, bytes, sha256). Only the driver writes it, after a task reports
   success; readers use only the files it lists.
-- ``report/``: what `clocksweep report` wrote; a run that commits shards, or starts over,
-  removes it, since it no longer describes the results.
+- ``report/``: what `clocksweep report` wrote; a run removes it when it commits a shard, or
+  starts over (``--fresh``), since it no longer describes the results.
 - ``shards/``: record mode ``deals`` writes ``shards/shard-000012_deals-120000-129999.parquet``;
   ``summary`` writes one file per summary table, ``shards/<table>/shard-..._deals-....parquet``,
   so that each directory holds one schema and any Parquet reader can scan it whole.
@@ -58,8 +58,9 @@ LABEL_NAMES = {
     "depth": rules.DEPTHS,
 }
 
-# Row groups of a few million rows: large enough that the per-group cost vanishes, small
-# enough that a reader can stream a shard.
+# Each batch a task writes is a row group of its own (the sweep's batches are at most half a
+# million rows of per-deal records); a larger table is cut into row groups of this many rows:
+# large enough that the per-group cost vanishes, small enough that a reader can stream a shard.
 ROWS_PER_GROUP = 4_000_000
 WRITE_BATCH_VALUES = 65_536
 
@@ -72,7 +73,7 @@ class ResultsError(ValueError):
 
 
 def parquet_options(table_schema: pa.Schema) -> dict:
-    """Writer options for a table: compact (2-3 bytes per deal row) and cheap to write and read.
+    """Writer options for a table: compact (about 3 bytes per deal row) and cheap to write and read.
 
     Labels and floats (the hint, a fraction d/U of a few hundred values) are dictionary-encoded,
     so a constant run costs nothing and a value its index's bits; integers are delta-encoded
@@ -81,7 +82,8 @@ def parquet_options(table_schema: pa.Schema) -> dict:
     under a tenth of the bytes, and costs more CPU than it saves in writing and reading.
     Measured on sweep batches (1e6 rows; benchmarks/sweep_bench.py runs the sweep): against
     byte-stream-split integers with zstd, writing costs 2-8 ns a row less and reading
-    (the report) 23-24 ns a row less, a third, for 2.8 bytes a standard row instead of 1.9.
+    (the report) 23-24 ns a row less, a third, for 2.8-3.4 bytes a row instead of 1.9-2.8
+    (2.8 for standard play alone, 3.3 for configs/quick.toml, 3.4 for every cell).
     No column statistics: they cost up to a quarter of the writing, and a shard's deal range
     is in its name and in the manifest. Batches of 64k values rather than the default 1k
     take a fifth off the writer's per-row cost.
@@ -107,31 +109,33 @@ def deal_batch(seed: int, first: int, results: dict, cells, metadata: dict) -> p
 
     `schema.deal_table` says what each column holds, cell by cell; this builds the same rows
     for the writer, column by column over all cells at once (a test checks they agree). The
-    kernel's (cells, deals) arrays are cell-major already, so most columns are views of them;
-    a column no cell fills is one null array; each label column is one array over one fixed
-    dictionary (the rules' names), which spares the Parquet writer unifying per-cell ones.
-    Building costs a few ns per row, against ~70 ns for writing it and ~300 for playing it.
+    kernel's (cells, deals) arrays are cell-major already, so its small-integer fields are
+    views of them; a column no cell fills is one null array; each label column is one array
+    over one fixed dictionary (the rules' names), which spares the Parquet writer unifying
+    per-cell ones. Building costs ~8 ns a row of standard play, against ~80 for writing it
+    and ~300 for playing it.
     """
     cells = list(cells)
     n_cells, count = results["won"].shape
     rows = n_cells * count
     flat = {name: values.reshape(-1) for name, values in results.items()}
 
-    def maybe_null(name: str, filled: list[bool], missing: np.ndarray | None) -> pa.Array:
-        if not any(filled):
+    def column_filled_by(name: str, cells_filling: list[bool], null: np.ndarray | None) -> pa.Array:
+        """The kernel's field ``name``, null where ``null`` says, or all null if no cell fills it."""
+        if not any(cells_filling):
             return pa.nulls(rows, type=DEAL_WRITE_SCHEMA.field(name).type)
-        return pa.array(flat[name], mask=missing)
+        return pa.array(flat[name], mask=null)
 
-    variants = [cell.variant for cell in cells]
-    rescue = [cell.has_rescue for cell in cells]
-    play_out = [variant == "play_out" for variant in variants]
-    standard = [variant == "standard" for variant in variants]
-    not_rescued = flat["rescue_pile"] == 0 if any(rescue) else None
+    # Per cell: which fields it fills. Per row (masks): which values are null.
+    cell_has_rescue = [cell.has_rescue for cell in cells]
+    cell_is_play_out = [cell.variant == "play_out" for cell in cells]
+    cell_is_standard = [cell.variant == "standard" for cell in cells]
+    not_rescued = flat["rescue_pile"] <= 0 if any(cell_has_rescue) else None
     hint = None
-    if any(rescue):
+    if any(cell_has_rescue):
         hint = np.divide(flat["hint_num"], flat["hint_den"], out=np.zeros(rows, dtype=np.float32),
                          where=~not_rescued, dtype=np.float32)
-    facts_missing = None if all(standard) else np.repeat(~np.array(standard), count)
+    facts_missing = None if all(cell_is_standard) else np.repeat(~np.array(cell_is_standard), count)
     columns = {
         "seed": pa.array(np.full(rows, seed, dtype=np.uint64)),
         "deal": pa.array(np.tile(np.arange(first, first + count, dtype=np.uint64), n_cells)),
@@ -139,11 +143,12 @@ def deal_batch(seed: int, first: int, results: dict, cells, metadata: dict) -> p
         "won": pa.array(flat["won"].view(np.bool_)),
         "cards_turned": pa.array(flat["cards_turned"]),
         "down_at_stop": pa.array(flat["down_at_stop"]),
-        "rescue_pile": maybe_null("rescue_pile", rescue, not_rescued),
+        "rescue_pile": column_filled_by("rescue_pile", cell_has_rescue, not_rescued),
         "hint": pa.nulls(rows, pa.float32()) if hint is None else pa.array(hint, mask=not_rescued),
-        **{name: maybe_null(name, play_out, flat[name] < 0 if any(play_out) else None)
+        **{name: column_filled_by(name, cell_is_play_out, flat[name] < 0 if any(cell_is_play_out) else None)
            for name in ("restarts", "stray_deaths")},  # -1 where the kernel leaves them
-        **{name: maybe_null(name, standard, facts_missing) for name in schema.DEAL_FACTS},
+        **{name: column_filled_by(name, cell_is_standard, facts_missing)
+           for name in schema.DEAL_FACTS},
     }
     return pa.Table.from_arrays([columns[name] for name in DEAL_WRITE_SCHEMA.names],
                                 schema=DEAL_WRITE_SCHEMA.with_metadata(metadata))

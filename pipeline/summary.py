@@ -54,6 +54,8 @@ nonzero entries. Pair tables are popcounts over bit-packed win vectors (numpy).
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -67,19 +69,24 @@ from pipeline.rules import Cell
 
 def _compiled_on_first_call(function):
     """numba-compile ``function`` (from the on-disk cache) when it is first called: a report
-    over summary records never calls it, and is spared importing numba (a tenth of a second)."""
+    over summary records never calls it, and is spared importing numba (a tenth of a second).
+    Threads that call it first at once (the report reads shards in threads) compile it once."""
     compiled = None
+    compiling = threading.Lock()
 
+    @functools.wraps(function)
     def call(*args):
         nonlocal compiled
         if compiled is None:
-            import numba as nb
+            with compiling:
+                if compiled is None:
+                    import numba as nb
 
-            compiled = nb.njit(cache=True, nogil=True)(function)
+                    compiled = nb.njit(cache=True, nogil=True)(function)
         return compiled(*args)
 
-    call.__doc__, call.__name__ = function.__doc__, function.__name__
     return call
+
 
 SUMMARY_SCHEMA_VERSION = "clocksweep-summary/1"
 

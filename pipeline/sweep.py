@@ -29,9 +29,10 @@ from pipeline.rules import Cell
 from pipeline.storage import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
 
 # A task plays at most this many rows (deals x cells) at once. Per-deal records: half a
-# million rows, whose arrays (~10 MB) the allocator reuses batch after batch; fresh
-# 100 MB arrays each batch page-fault and cost 15-20 ns more per row (table building doubles).
-# Summary records: 4 million rows (~40 MB), since each batch ends in its own small tables.
+# million rows (5 MB of kernel results, ~20 MB with their table), which the allocator reuses
+# batch after batch; 4 million rows (40 MB, ~160 MB) are fresh pages each batch and cost
+# 15-20 ns more per row (table building doubles). Summary records: 4 million rows (40 MB of
+# kernel results), since each batch ends in its own small tables.
 ROWS_PER_BATCH = {"deals": 500_000, "summary": 4_000_000}
 PROGRESS_INTERVAL = 1.0  # seconds between progress refreshes on a terminal
 PROGRESS_INTERVAL_LOG = 10.0  # ... and between progress lines when stderr is a file
@@ -84,7 +85,8 @@ def describe_plan(config: SweepConfig) -> str:
 
 
 def deals_per_batch(count: int, n_cells: int, multiple: int = 1, record: str = "deals") -> int:
-    """Sub-batch size: even batches of at most ROWS_PER_BATCH rows, a multiple of ``multiple``."""
+    """Sub-batch size: even batches of at most ROWS_PER_BATCH[record] rows, a multiple of
+    ``multiple``."""
     n_batches = -(-count * n_cells // ROWS_PER_BATCH[record])
     size = max(1, -(-count // max(1, n_batches)))
     if multiple > 1 and size > multiple:
@@ -395,11 +397,9 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         for index, problem in notes:
             progress.say(f"shard {index}: {problem}; redoing it" if index >= 0 else problem)
         if fresh and previous is not None:
-            for name in (storage.SHARDS_DIR, MANIFEST_FILE):
+            # The report goes with the results it described.
+            for name in (storage.SHARDS_DIR, MANIFEST_FILE, storage.REPORT_DIR):
                 location.delete(name)
-        if todo or fresh:
-            # A report of the results as they were would outlive them: remove it.
-            location.delete(storage.REPORT_DIR)
         leftovers = storage.uncommitted_files(location, manifest.as_dict())
         for path in leftovers:
             location.delete(path)
@@ -530,6 +530,7 @@ def play_all(config: SweepConfig, location: Location, todo: list[Shard],
     queue = deque(todo)
     attempts: dict[int, int] = {}
     pending = {}
+    report_removed = False
     try:
         while queue or pending:
             while queue and len(pending) < in_flight:
@@ -563,6 +564,10 @@ def play_all(config: SweepConfig, location: Location, todo: list[Shard],
                     continue
                 entry["attempts"] = attempts[shard.index]
                 manifest.commit(entry)
+                if not report_removed:
+                    # The results now differ from what a report of them said: remove it.
+                    location.delete(storage.REPORT_DIR)
+                    report_removed = True
                 outcome.played += 1
                 outcome.played_deals += shard.count
                 progress.done_shards += 1

@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from pipeline import deals, kernel, schema, storage, sweep
 from pipeline import config as sweep_config
 from pipeline.cli import cli
+from pipeline.rules import Cell
 
 SEED = 424242
 N_DEALS = 20_000
@@ -196,12 +197,38 @@ def test_deal_batch_matches_schema(expected):
     assert as_strings(pl.from_arrow(fast)).sort(SORT_KEY, nulls_last=True).equals(expected)
 
 
+@pytest.mark.parametrize("cells", [
+    [Cell()],
+    [Cell("play_out")],
+    [Cell("watch", "most")],
+    [Cell("exchange", "informed", finale="up", depth="top")],
+    [Cell(), Cell("play_out", order="packets")],
+    [Cell("one_swap", "random"), Cell("exchange", "fewest", depth="bottom")],
+], ids=["standard", "play_out", "watch", "exchange-top", "standard+play_out", "one_swap+exchange"])
+def test_deal_batch_matches_schema_for_each_kind_of_cell(cells):
+    """Cell lists where some columns are filled by every cell, or by none: the same rows as
+    `schema.deal_table`, in the write schema, with no null in a required column."""
+    results = kernel.play(SEED, 1000, 3000, cells)
+    fast = storage.deal_batch(SEED, 1000, results, cells, {})
+    reference = schema.deal_table(SEED, 1000, results, cells)
+    assert fast.schema == storage.DEAL_WRITE_SCHEMA
+    for field in fast.schema:
+        if not field.nullable:
+            assert fast.column(field.name).null_count == 0, field.name
+    assert as_strings(pl.from_arrow(fast)).equals(as_strings(pl.from_arrow(reference)))
+
+
 # --- Nothing lost, nothing mixed ----------------------------------------------------------
 
 
 def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
     out = tmp_path / "res"
     run_ok(config_file, out)
+    from pipeline import report
+
+    report.build(str(out), replay=0, plots_enabled=False)
+    assert "0 played" in run_ok(config_file, out).stderr
+    assert (out / "report" / "report.json").exists()  # nothing changed: the report stands
     files = sorted((out / "shards").iterdir())
     truncated, altered, deleted = files[1], files[2], files[3]
     data = truncated.read_bytes()
@@ -230,6 +257,7 @@ def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
         assert name in redo.stderr and "redoing" in redo.stderr
     assert "2 already committed" in redo.stderr and "3 played" in redo.stderr
     assert not stray.exists()
+    assert not (out / "report").exists()  # shards were redone: the report is gone
     assert validate_cli(out).exit_code == 0
     assert content(out).equals(expected)
 
