@@ -724,6 +724,9 @@ def make_replay(loaded: Loaded, count: int) -> tuple[claim_rules.Replay | None, 
 
 # --- The report ---------------------------------------------------------------------------
 
+DOCUMENT_KEYS = ("report_version", "provenance", "cells", "comparisons", "best_strategies",
+                 "claims", "distributions", "hint_calibration", "notes")
+
 
 @dataclass
 class Report:
@@ -809,16 +812,15 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
             # No deal facts in the records (no standard cell): replay the first deals instead.
             replayed, note = make_replay(loaded, replay)
             lap("replay")
+        directory = out or loaded.location.full(storage.REPORT_DIR)
+        if not loaded.location.is_local and out is None:
+            raise ReportError(f"{where}: the report is written locally; pass an output directory")
         figures = Figures(loaded, replayed, note)
-        claims = claim_rules.assess(figures)
-        lap("figures and claims")
+        # What the plots show first, so that they are drawn while the rest is computed.
         document = {
             "report_version": REPORT_VERSION,
             "provenance": provenance(loaded),
             "cells": figures.cell_records(),
-            "comparisons": figures.comparisons(),
-            "best_strategies": figures.best_strategies(),
-            "claims": [claim.record() for claim in claims],
             "distributions": {
                 "cards_turned": figures.cards_turned(),
                 "down_at_stop": figures.down_at_stop(),
@@ -826,14 +828,20 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
                 "rescue_by_down_at_stop": figures.rescue_by_down(),
             },
             "hint_calibration": figures.hint_calibration(),
-            "notes": notes(loaded, figures),
         }
-        directory = out or loaded.location.full(storage.REPORT_DIR)
-        if not loaded.location.is_local and out is None:
-            raise ReportError(f"{where}: the report is written locally; pass an output directory")
-        lap("tables")
+        finish_plots = plotter.start(_plot_jobs(document)) if plots_enabled else None
+        lap("figures")
+        claims = claim_rules.assess(figures)
+        document.update(
+            comparisons=figures.comparisons(),
+            best_strategies=figures.best_strategies(),
+            claims=[claim.record() for claim in claims],
+            notes=notes(loaded, figures),
+        )
+        document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
+        lap("claims and comparisons")
         os.makedirs(directory, exist_ok=True)
-        write_all(directory, document, figures, plotter if plots_enabled else None)
+        write_all(directory, document, figures, finish_plots)
         lap("write")
         return Report(loaded, figures, claims, document, directory, timings)
 
@@ -885,12 +893,10 @@ def flatten(groups: list[dict], key: str = "cell") -> list[dict]:
     return [{key: group[key], **row} for group in groups for row in group["rows"]]
 
 
-def write_all(directory: str, document: dict, figures: Figures,
-              plotter: plots.Plotter | None) -> None:
-    """report.json, the CSV and Parquet tables, the PNG plots (unless ``plotter`` is None),
-    report.md and report.html."""
+def write_all(directory: str, document: dict, figures: Figures, finish_plots=None) -> None:
+    """report.json, the CSV and Parquet tables, report.md and report.html, and the PNG plots
+    that ``finish_plots`` (from `plots.Plotter.start`; None: no plots) waits for."""
     dist = document["distributions"]
-    finish_plots = None if plotter is None else plotter.start(_plot_jobs(document))
     with open(os.path.join(directory, "report.json"), "w") as file:
         # json.dumps with no indentation: only then does json use its C encoder (json.dump
         # never does), and a 100-cell report is 1.5 MB.
