@@ -145,10 +145,10 @@ def hint_calibration(calibration: list[dict]) -> bytes | None:
     for k, cell in enumerate(rows[:10]):
         xs = [r["predicted"] for r in cell["rows"]]
         ys = [r["observed"] for r in cell["rows"]]
-        lows = [r["observed"] - r["ci_low"] for r in cell["rows"]]
-        highs = [r["ci_high"] - r["observed"] for r in cell["rows"]]
-        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o-", ms=3, lw=0.8, capsize=2,
-                    color=cmap(k % 10), label=cell["cell"])
+        colour = cmap(k % 10)
+        ax.vlines(xs, [r["ci_low"] for r in cell["rows"]], [r["ci_high"] for r in cell["rows"]],
+                  color=colour, lw=0.8)  # as in `win_rates`: fewer artists than errorbar
+        ax.plot(xs, ys, "o-", ms=3, lw=0.8, color=colour, label=cell["cell"])
     ax.set_xlabel("hint's chance (mean over the bin)")
     ax.set_ylabel("observed win rate (95% interval)")
     ax.set_xlim(0, 1)
