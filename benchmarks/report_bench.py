@@ -1,8 +1,8 @@
 """Benchmark of `clocksweep report` (figures, not assertions): time and peak memory.
 
-Builds results directories with the sweep's own writers (`storage.deal_batch`,
-`summary.summarise`/`combine`, `storage.ShardFileWriter`, `storage.Manifest`, the run record
-of `sweep.start_run_record`), playing the shards in a process pool instead of Ray, then runs
+Builds results directories with the sweep's own shard writer (`sweep.write_shard`), manifest
+(`storage.Manifest`) and run record (`sweep.start_run_record`), playing the shards in a
+process pool instead of Ray, then runs
 `clocksweep report` in a fresh process and reports its wall time and peak resident memory.
 
     python benchmarks/report_bench.py                     # both benchmarks, default sizes
@@ -28,58 +28,20 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from pipeline import rules
-
-ALL_GRID = {  # every name the rules know, from their one definition
-    "variant": list(rules.VARIANTS),
-    "strategy": list(rules.STRATEGIES),
-    "finale": list(rules.FINALES),
-    "order": list(rules.ORDERS),
-    "depth": list(rules.DEPTHS),
-}
+from pipeline.config import FULL_GRID  # every name the rules know, from their one definition
 
 
 def _play_shard(args):
-    """One shard written as the sweep writes it (play_shard, less Ray): its manifest entry."""
+    """One shard played and written by the sweep's own `sweep.write_shard`: its manifest entry."""
     where, raw, index = args
     from pipeline import config as sweep_config
-    from pipeline import kernel, storage, sweep
+    from pipeline import storage, sweep
 
     config = sweep_config.from_dict(raw)
-    location = storage.Location(where)
-    shard = sweep.plan(config)[index]
-    cells = list(config.cells)
-    metadata = storage.file_metadata({**sweep.provenance(config),
-                                      "shard": {"index": shard.index, "first": shard.first,
-                                                "last": shard.last}})
-    writers, parts = {}, []
-    summary = None
-    multiple = 1
-    if config.record == "summary":
-        from pipeline import summary
-
-        multiple = summary.BLOCK
-    batch = sweep.deals_per_batch(shard.count, len(cells), multiple, config.record)
-    for start in range(0, shard.count, batch):
-        first = shard.first + start
-        count = min(batch, shard.count - start)
-        results = kernel.play(config.seed, first, count, cells)
-        if summary is not None:
-            parts.append(summary.summarise(results, cells))
-            continue
-        table = storage.deal_batch(config.seed, first, results, cells, metadata)
-        if "deals" not in writers:
-            writers["deals"] = storage.ShardFileWriter(location, shard.path("deals"), table.schema, "deals")
-        writers["deals"].write(table)
-    if parts:
-        for name, table in summary.combine(parts).items():
-            table = table.replace_schema_metadata(metadata)
-            writers[name] = storage.ShardFileWriter(location, shard.path(name), table.schema, name)
-            writers[name].write(table)
-    files = [writer.commit() for writer in writers.values()]
-    return {"index": shard.index, "first": shard.first, "last": shard.last, "deals": shard.count,
-            "cells": len(cells), "rows": sum(f["rows"] for f in files if f["table"] == "deals"),
-            "files": files, "seconds": 0.0, "node": "local", "attempts": 1}
+    job = sweep.ShardJob(location=storage.Location(where), shard=sweep.plan(config)[index],
+                         seed=config.seed, cells=tuple(config.cells), record=config.record,
+                         provenance=sweep.provenance(config), attempt=1)
+    return {**sweep.write_shard(job), "node": "local", "attempts": 1}
 
 
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:
@@ -169,7 +131,7 @@ def bench(kind: str, deals: int, shard_size: int, keep: str | None, replay: int,
           plots: bool = True) -> dict:
     where = os.path.join(keep or tempfile.mkdtemp(prefix="report-bench-"), kind)
     raw = {"name": f"bench-{kind}", "seed": 7, "deals": deals, "shard_size": shard_size,
-           "record": kind, "grid": ALL_GRID}
+           "record": kind, "grid": FULL_GRID}
     built = None
     if not os.path.exists(os.path.join(where, "manifest.json")):
         start = time.perf_counter()

@@ -58,6 +58,8 @@ GRID_AXES = {
     "order": (rules.ORDERS, ("round-robin",)),
     "depth": (rules.DEPTHS, ("bottom",)),
 }
+# Every name on every axis: the grid of every cell the rules know.
+FULL_GRID = {axis: list(names) for axis, (names, _) in GRID_AXES.items()}
 
 
 class ConfigError(ValueError):

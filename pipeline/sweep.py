@@ -113,7 +113,18 @@ class ShardJob:
 
 
 def play_shard(job: ShardJob) -> dict:
-    """Play a shard under every cell and write its file(s): the manifest entry, less attempts."""
+    """The Ray task: `write_shard`'s manifest entry, with the node that played the shard."""
+    import ray
+
+    entry = write_shard(job)
+    entry["node"] = ray.util.get_node_ip_address()
+    entry["node_id"] = ray.get_runtime_context().get_node_id()
+    return entry
+
+
+def write_shard(job: ShardJob) -> dict:
+    """Play a shard under every cell and write its file(s): the manifest entry, less attempts
+    and node."""
     started = time.perf_counter()
     if job.fail:
         raise RuntimeError(f"test hook {TEST_FAIL_ENV}: shard {job.shard.index} fails")
@@ -164,9 +175,6 @@ def play_shard(job: ShardJob) -> dict:
         for writer in writers.values():
             writer.abort()
         raise
-    import ray
-
-    context = ray.get_runtime_context()
     return {
         "index": shard.index,
         "first": shard.first,
@@ -177,8 +185,6 @@ def play_shard(job: ShardJob) -> dict:
         "files": files,
         "seconds": round(time.perf_counter() - started, 3),
         "kernel_seconds": round(playing, 3),
-        "node": ray.util.get_node_ip_address(),
-        "node_id": context.get_node_id(),
     }
 
 

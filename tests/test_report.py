@@ -1,9 +1,9 @@
 """Tests of `clocksweep report` (pipeline/report.py, claims.py, plots.py) on real results.
 
-Results directories are written here as the sweep writes them: the kernel plays each shard,
-`storage.deal_batch` or `summary.summarise`/`combine` make its tables, `storage.ShardFileWriter`
-writes real Parquet, `storage.Manifest` commits it and `sweep.start_run_record` gives run.json;
-only Ray is left out (the shards are played in this process). Nothing is mocked.
+Results directories are written here as the sweep writes them: `sweep.write_shard` (the Ray
+task's body) plays each shard with the kernel and writes real Parquet, `storage.Manifest`
+commits it and `sweep.start_run_record` gives run.json; only Ray is left out (the shards are
+played in this process). Nothing is mocked.
 """
 
 from __future__ import annotations
@@ -18,23 +18,16 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline import claims, kernel, report, rules, storage, summary, sweep
+from pipeline import claims, report, storage, summary, sweep
 from pipeline import config as sweep_config
 from pipeline.cli import cli
 from pipeline.rules import Cell
 
-ALL_GRID = {  # every name the rules know, from their one definition
-    "variant": list(rules.VARIANTS),
-    "strategy": list(rules.STRATEGIES),
-    "finale": list(rules.FINALES),
-    "order": list(rules.ORDERS),
-    "depth": list(rules.DEPTHS),
-}
 REPLAY = 1500
 
 
-def write_results(where: Path, deals: int, shard_size: int, record: str, grid=ALL_GRID,
-                  seed: int = 31337) -> sweep_config.SweepConfig:
+def write_results(where: Path, deals: int, shard_size: int, record: str,
+                  grid=sweep_config.FULL_GRID, seed: int = 31337) -> sweep_config.SweepConfig:
     """A results directory as `clocksweep run` writes it, the shards played in-process."""
     config = sweep_config.from_dict({"name": "t", "seed": seed, "deals": deals,
                                      "shard_size": shard_size, "record": record,
@@ -44,25 +37,11 @@ def write_results(where: Path, deals: int, shard_size: int, record: str, grid=AL
     run = sweep.start_run_record(config, None, None, len(shards), 0)
     location.write_json(storage.RUN_FILE, run)
     manifest = storage.Manifest(location, config.hash)
-    cells = list(config.cells)
     for shard in shards:
-        metadata = storage.file_metadata({**sweep.provenance(config), "shard": {
-            "index": shard.index, "first": shard.first, "last": shard.last}})
-        results = kernel.play(config.seed, shard.first, shard.count, cells)
-        if record == "deals":
-            tables = {"deals": storage.deal_batch(config.seed, shard.first, results, cells, metadata)}
-        else:
-            tables = summary.summarise(results, cells)
-        files = []
-        for name, table in tables.items():
-            writer = storage.ShardFileWriter(location, shard.path(name),
-                                             table.replace_schema_metadata(metadata).schema, name)
-            writer.write(table.replace_schema_metadata(metadata))
-            files.append(writer.commit())
-        manifest.commit({"index": shard.index, "first": shard.first, "last": shard.last,
-                         "deals": shard.count, "cells": len(cells),
-                         "rows": sum(f["rows"] for f in files if f["table"] == "deals"),
-                         "files": files, "seconds": 0.0, "node": "test", "attempts": 1})
+        job = sweep.ShardJob(location=location, shard=shard, seed=config.seed,
+                             cells=tuple(config.cells), record=record,
+                             provenance=sweep.provenance(config), attempt=1)
+        manifest.commit({**sweep.write_shard(job), "node": "test", "attempts": 1})
     manifest.flush()
     run["runs"][-1].update(finished=sweep.now(), status="complete")
     location.write_json(storage.RUN_FILE, run)
