@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from math import comb
 
 import numpy as np
@@ -185,18 +186,28 @@ def exact_unvisited_win(at_least: int = 2) -> tuple[Fraction, Fraction]:
     return chance, chance_won
 
 
+@lru_cache(maxsize=None)
 def _subsets_missing_ranks(size: int, at_least: int) -> int:
     """Subsets of ``size`` of the 48 non-kings in which at least ``at_least`` ranks are absent."""
+    return _subsets_by_size_and_absent()[size][at_least:].sum()
+
+
+@lru_cache(maxsize=1)
+def _subsets_by_size_and_absent():
+    """ways[size][absent]: subsets of the 48 non-kings with ``size`` cards and exactly
+    ``absent`` of the 12 hour ranks missing, rank by rank (one pass gives every size)."""
     ways = {(0, 0): 1}  # (cards so far, ranks absent so far) -> ways
     for _ in range(rules.N_HOURS):
         step: dict[tuple[int, int], int] = {}
         for (cards, absent), count in ways.items():
             for k in range(rules.PILE_SIZE + 1):
-                if cards + k <= size:
-                    key = (cards + k, absent + (k == 0))
-                    step[key] = step.get(key, 0) + count * comb(rules.PILE_SIZE, k)
+                key = (cards + k, absent + (k == 0))
+                step[key] = step.get(key, 0) + count * comb(rules.PILE_SIZE, k)
         ways = step
-    return sum(count for (cards, absent), count in ways.items() if cards == size and absent >= at_least)
+    table = np.zeros((rules.N_HOURS * rules.PILE_SIZE + 1, rules.N_HOURS + 1), dtype=object)
+    for (cards, absent), count in ways.items():
+        table[cards, absent] = count
+    return table
 
 
 # --- The claims ---------------------------------------------------------------------------

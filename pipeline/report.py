@@ -352,8 +352,14 @@ class CellFigure:
 
 
 def cell_of(row: dict, prefix: str = "") -> Cell:
-    return Cell(row[f"{prefix}variant"], row[f"{prefix}strategy"], row[f"{prefix}finale"],
-                row[f"{prefix}order"], row[f"{prefix}depth"])
+    return _cell(row[f"{prefix}variant"], row[f"{prefix}strategy"], row[f"{prefix}finale"],
+                 row[f"{prefix}order"], row[f"{prefix}depth"])
+
+
+@lru_cache(maxsize=None)
+def _cell(*labels) -> Cell:
+    """A cell by its labels, checked once: tables name the same few cells row after row."""
+    return Cell(*labels)
 
 
 def _label_filter(cell: Cell, prefix: str = "") -> pl.Expr:
