@@ -65,6 +65,15 @@ class Claim:
     needs: str | None = None
     detail: list[str] = field(default_factory=list)
 
+    def measure_share(self, part: int, whole: int, interval: tuple[float, float]) -> None:
+        """The figure is part / whole, with its interval; neither when there is no whole."""
+        self.figure = part / whole if whole else None
+        self.interval = interval if whole else None
+
+    def measure_paired(self, paired) -> None:
+        """The figure is a paired difference (`stats.paired_difference`), with its interval."""
+        self.figure, self.interval = paired.difference, (paired.low, paired.high)
+
     def record(self) -> dict:
         return {
             "id": self.id,
@@ -308,7 +317,7 @@ def pick_makes_no_difference(figures) -> Claim:
         claim.basis = f"no paired table for {best.label} and {worst.label}"
         claim.needs = "both cells in one deal order"
         return claim
-    claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
+    claim.measure_paired(paired)
     claim.figure_text = (f"{best.strategy} {pct(paired.a_rate)} vs {worst.strategy} {pct(paired.b_rate)}: "
                          f"{points(paired.difference)} on {paired.n:,} paired deals "
                          f"(exact McNemar p {stats.p_text(paired.p_value)})")
@@ -340,8 +349,7 @@ def near_misses_come_home(figures) -> Claim:
     cell = cells[0]
     n, wins = rows[cell]
     interval = stats.wilson(wins, n, stats.CLAIM_CONFIDENCE)
-    claim.figure = wins / n if n else None
-    claim.interval = interval if n else None
+    claim.measure_share(wins, n, interval)
     claim.figure_text = f"{pct(claim.figure)} of {n:,} near misses won ({cell.strategy} pick)"
     claim.basis = f"cell {cell.label}, deals with 1 <= down_at_stop <= {NEAR_MISS}"
     claim.verdict = above_verdict(interval, 0.5) if n else INCONCLUSIVE
@@ -412,7 +420,7 @@ def unvisited_by_third_king(figures) -> Claim:
     counts, claim.basis = source
     n, wins = _tally(counts, lambda v: v >= 2)
     interval = stats.wilson(wins, n, stats.CLAIM_CONFIDENCE)
-    claim.figure, claim.interval = (wins / n if n else None), (interval if n else None)
+    claim.measure_share(wins, n, interval)
     claim.figure_text = f"{pct(claim.figure)} ({wins:,} of {n:,} such deals won)"
     claim.verdict = below_verdict(interval, LOST) if n else INCONCLUSIVE
     for k in (2, 3):
@@ -439,7 +447,7 @@ def no_win_without_king_bottom(figures) -> Claim:
     counts, claim.basis = source
     n, wins = _tally(counts, lambda v: v == 0)
     interval = stats.clopper_pearson(wins, n, stats.CLAIM_CONFIDENCE)
-    claim.figure, claim.interval = (wins / n if n else None), (interval if n else None)
+    claim.measure_share(wins, n, interval)
     claim.figure_text = f"{wins:,} wins among {n:,} deals with no king at an hour pile's bottom"
     if wins:
         claim.verdict = REFUTED
@@ -471,7 +479,7 @@ def thirteen_losses_ordinary(figures) -> Claim:
         return claim
     blocks, clean = figures.loss_blocks(cell)
     interval = stats.wilson(clean, blocks, stats.CLAIM_CONFIDENCE)
-    claim.figure, claim.interval = (clean / blocks if blocks else None), (interval if blocks else None)
+    claim.measure_share(clean, blocks, interval)
     claim.figure_text = f"{pct(claim.figure)} of {blocks:,} blocks of 13 consecutive deals had no win"
     claim.basis = (f"cell {cell.label}, blocks of 13 consecutive deal numbers "
                    f"({'per-deal rows' if figures.mode == 'deals' else 'counted per batch in the summary records'})")
@@ -507,7 +515,7 @@ def foresight_no_agency(figures) -> Claim:
         text = (f"{variant}{' ' + depth if depth else ''}: informed (face up) {pct(paired.a_rate)} vs "
                 f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}")
         if claim.figure is None:
-            claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
+            claim.measure_paired(paired)
             claim.figure_text = text + f" on {paired.n:,} paired deals (exact McNemar p {stats.p_text(paired.p_value)})"
             claim.basis = f"cells {informed.label} and {best.label}, paired deal by deal"
             low, high = paired.low, paired.high
@@ -553,7 +561,7 @@ def deal_order_no_change(figures) -> Claim:
         claim.basis = "this sweep does not play both deal orders in standard play"
         return claim
     paired = figures.paired(*pair, stats.CLAIM_CONFIDENCE)
-    claim.figure, claim.interval = paired.difference, (paired.low, paired.high)
+    claim.measure_paired(paired)
     claim.figure_text = (f"round-robin {pct(paired.a_rate)} vs packets {pct(paired.b_rate)}: "
                          f"{points(paired.difference)} on {paired.n:,} deal numbers "
                          f"(exact McNemar p {stats.p_text(paired.p_value)})")
@@ -593,7 +601,7 @@ def won_deal_52_flips(figures) -> Claim:
         return claim
     total, at_52 = figures.won_turned(one_finale(cells))
     interval = stats.clopper_pearson(at_52, total, stats.CLAIM_CONFIDENCE)
-    claim.figure, claim.interval = (at_52 / total if total else None), (interval if total else None)
+    claim.measure_share(at_52, total, interval)
     claim.figure_text = f"{at_52:,} of {total:,} standard wins turned exactly 52 cards"
     claim.basis = "cards_turned of won deals in the standard cells (one finale: both play the same deals)"
     if total != at_52:
@@ -623,8 +631,8 @@ def play_out_deaths(figures) -> Claim:
         return claim
     deals, later, stray = figures.play_out_deaths(one_finale(cells))
     deaths = deals + later
-    claim.figure = (deaths - stray) / deaths if deaths else None
-    claim.interval = stats.clopper_pearson(deaths - stray, deaths, stats.CLAIM_CONFIDENCE) if deaths else None
+    interval = stats.clopper_pearson(deaths - stray, deaths, stats.CLAIM_CONFIDENCE) if deaths else None
+    claim.measure_share(deaths - stray, deaths, interval)
     claim.figure_text = (f"{deaths - stray:,} of {deaths:,} deaths where the rules predict "
                          f"({deals:,} first deaths, {later:,} later deaths, {stray:,} elsewhere)")
     claim.basis = "restarts and stray_deaths of the play_out cells (one finale: both play the same deals)"

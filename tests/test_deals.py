@@ -86,16 +86,21 @@ def test_kernel_philox_known_answers(counter, key, expected):
     assert not words[:4].any()
 
 
+def philox_stream(seed: int, deal: int, stream: int):
+    """A stream's words, rebuilt here from the Philox blocks in counter order."""
+    key = (seed & 0xFFFFFFFF, seed >> 32)
+    block = 0
+    while True:
+        yield from deals.philox4x32((deal & 0xFFFFFFFF, deal >> 32, block, stream), key)
+        block += 1
+
+
 def test_random_words_are_philox_blocks_in_counter_order():
     seed, deal = 0x0123456789ABCDEF, 0xFEDCBA9876543210
-    key = (seed & 0xFFFFFFFF, seed >> 32)
     for stream in (deals.STREAM_DEAL, deals.STREAM_STRATEGY):
         words = deals.random_words(seed, deal, stream)
-        got = [next(words) for _ in range(12)]
-        expected = []
-        for block in range(3):
-            expected += deals.philox4x32((deal & 0xFFFFFFFF, deal >> 32, block, stream), key)
-        assert got == expected
+        expected = philox_stream(seed, deal, stream)
+        assert [next(words) for _ in range(12)] == [next(expected) for _ in range(12)]
 
 
 def test_kernel_word_at_matches_random_words_beyond_the_shuffle_buffer():
@@ -200,17 +205,9 @@ def test_strategy_draw_is_bounded_batch_on_stream_one():
     rng = random.Random(11)
     for _ in range(300):
         seed, deal, n = rng.randrange(2**64), rng.randrange(2**64), rng.randrange(1, 13)
-        key = (seed & 0xFFFFFFFF, seed >> 32)
-
-        def stream_one():
-            block = 0
-            while True:
-                yield from deals.philox4x32((deal & 0xFFFFFFFF, deal >> 32, block, 1), key)
-                block += 1
-
         draw = deals.strategy_draw(seed, deal, n)
         assert 0 <= draw < n
-        assert draw == deals.bounded_batch(stream_one(), (n,))[0]
+        assert draw == deals.bounded_batch(philox_stream(seed, deal, 1), (n,))[0]
 
 
 def test_kernel_strategy_draw_matches_reference():
@@ -229,15 +226,7 @@ def test_kernel_strategy_draw_matches_reference():
 
 def deck_from_stream_zero(seed: int, deal: int) -> list[int]:
     """The deck rebuilt from stream 0's words only, by the documented Fisher-Yates."""
-    key = (seed & 0xFFFFFFFF, seed >> 32)
-
-    def stream_zero():
-        block = 0
-        while True:
-            yield from deals.philox4x32((deal & 0xFFFFFFFF, deal >> 32, block, 0), key)
-            block += 1
-
-    words = stream_zero()
+    words = philox_stream(seed, deal, 0)
     draws = [j for batch in deals.SHUFFLE_BATCHES for j in deals.bounded_batch(words, batch)]
     deck = list(range(52))
     for i, j in zip(range(51, 0, -1), draws):
