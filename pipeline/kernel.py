@@ -301,8 +301,8 @@ def rescue_chain(piles, taken, card, turned, swap_pile, swap_slot, tucked_pile):
 
 
 @nb.njit(cache=True, inline="always")
-def watch_winners(bottom_home, down, is_winner, jump, doubled):
-    """Mark the hour piles from which a `watch` rescue wins; gives the first, or -1.
+def watch_winners(powers, holding, start, orbit):
+    """The hour piles from which a `watch` rescue wins, as a bit mask (0 if none).
 
     The bottom cards of the piles that hold cards form a functional graph (each points at its
     home, which still holds cards since a card of its rank is still down). Every pile leads
@@ -310,47 +310,30 @@ def watch_winners(bottom_home, down, is_winner, jump, doubled):
     its cycle. This is `rules.bottoms_reach` for every p at once, and a different route to
     the same answer, which the tests hold to the reference engine.
 
-    Sixteen steps from any pile land on its component's cycle (at most 12 piles hold cards),
-    and sixteen steps map each cycle onto itself, so the piles reached in exactly sixteen
-    steps are the cycles' piles. Pointer doubling finds them in four branch-free rounds;
-    ``jump`` and ``doubled`` are scratch.
+    ``powers[0]`` holds each pile's bottom-card home (empty piles point at themselves);
+    ``holding`` is the mask of hour piles holding cards and ``start`` one of them; the other
+    rows of ``powers`` and ``orbit`` (16 entries) are scratch. Sixteen steps from any pile
+    land on its component's cycle (at most 12 piles hold cards) and map each cycle onto
+    itself, so the piles reached in exactly sixteen steps are the cycles' piles. Pointer
+    doubling gives 1, 2, 4, 8 and 16 steps; the one component test is whether the start's
+    cycle, 16 steps of it read off those powers, holds every cycle pile. No branch depends on
+    the deal: the answer is unpredictable, a mispredicted branch costs more than the work.
     """
-    # Four doublings, back and forth between the two arrays: jump becomes 16 steps.
-    for q in range(N_PILES):
-        doubled[q] = bottom_home[bottom_home[q]]
-    for q in range(N_PILES):
-        jump[q] = doubled[doubled[q]]
-    for q in range(N_PILES):
-        doubled[q] = jump[jump[q]]
-    for q in range(N_PILES):
-        jump[q] = doubled[doubled[q]]
-    for q in range(N_PILES):
-        is_winner[q] = False
-    start = -1
-    first = N_PILES
-    on_cycles = 0
-    for q in range(N_HOURS):
-        if down[q] > 0:
-            cycle_pile = jump[q]
-            if not is_winner[cycle_pile]:
-                is_winner[cycle_pile] = True
-                on_cycles += 1
-                first = min(first, cycle_pile)
-            if start < 0:
-                start = q
-    if start < 0:
-        return -1
-    # One component exactly when the start's cycle holds every cycle pile found.
-    pile = bottom_home[jump[start]]
-    cycle_length = 1
-    while pile != jump[start]:
-        pile = bottom_home[pile]
-        cycle_length += 1
-    if cycle_length != on_cycles:
+    for k in range(1, 5):
         for q in range(N_PILES):
-            is_winner[q] = False
-        return -1
-    return first
+            powers[k, q] = powers[k - 1, powers[k - 1, q]]
+    cycles = np.int64(0)
+    for q in range(N_HOURS):
+        cycles |= ((holding >> q) & 1) << np.int64(powers[4, q])
+    # The start's cycle: orbit[i] = i steps on from a pile of it, for i < 16.
+    orbit[0] = powers[4, start]
+    for k in range(4):
+        for i in range(1 << k):
+            orbit[(1 << k) + i] = powers[k, orbit[i]]
+    start_cycle = np.int64(0)
+    for i in range(16):
+        start_cycle |= np.int64(1) << np.int64(orbit[i])
+    return cycles if start_cycle == cycles else np.int64(0)
 
 
 @nb.njit(cache=True)
@@ -371,10 +354,11 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     taken = np.empty(N_PILES, dtype=np.uint8)
     scratch_taken = np.empty(N_PILES, dtype=np.uint8)  # `taken` for a continuation
     down = np.zeros(N_PILES, dtype=np.int64)  # face-down counts at the first death
-    bottom_home = np.zeros(N_PILES, dtype=np.uint8)  # home of each pile's bottom card
-    is_winner = np.zeros(N_PILES, dtype=np.bool_)  # piles a watch rescue wins from
-    jump = np.zeros(N_PILES, dtype=np.uint8)  # scratch for `watch_winners`
-    doubled = np.zeros(N_PILES, dtype=np.uint8)
+    # Row 0: home of each pile's bottom card; rows 1-4 `watch_winners`'s scratch.
+    powers = np.zeros((5, N_PILES), dtype=np.uint8)
+    bottom_home = powers[0]
+    orbit = np.zeros(16, dtype=np.uint8)
+    eligible = np.zeros(N_PILES, dtype=np.int64)  # hour piles holding cards, in order
     strategy_words = np.zeros(4, dtype=np.uint64)  # the `random` strategy's first block
     # Each rescue mode's continuation from each pile, computed once per deal and order.
     # An entry is current when its stamp is this deal's, which spares a reset per deal.
@@ -450,30 +434,44 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                 down_at_stop = N_CARDS - turned
 
                 clockwise = most = fewest = random_pile = first_winner = -1
+                winners = np.int64(0)  # mask of the piles a watch rescue wins from
                 if any_rescue and down_at_stop > 0:
                     stamp += 1
+                    # The piles each strategy takes, found with selects rather than branches:
+                    # which piles hold cards, and most or fewest, is unpredictable, and a
+                    # mispredicted branch costs more than the work. `eligible` lists the hour
+                    # piles holding cards: every pile is written, the count moves past it only
+                    # if it holds cards.
                     n_eligible = 0
+                    holding = np.int64(0)
+                    one_left = np.int64(0)
+                    most_down = 0
+                    fewest_down = PILE_SIZE + 1
                     for q in range(N_PILES):
-                        down[q] = PILE_SIZE - taken[q]
-                        bottom_home[q] = piles[q * PILE_SIZE + PILE_SIZE - 1] if down[q] > 0 else q
-                        if q < N_HOURS and down[q] > 0:
-                            n_eligible += 1
-                            if clockwise < 0:
-                                clockwise = q
-                            if most < 0 or down[q] > down[most]:
-                                most = q
-                            if fewest < 0 or down[q] < down[fewest]:
-                                fewest = q
+                        left = PILE_SIZE - np.int64(taken[q])
+                        down[q] = left
+                        bottom_home[q] = piles[q * PILE_SIZE + PILE_SIZE - 1] if left > 0 else q
+                    for q in range(N_HOURS):
+                        left = down[q]
+                        eligible[n_eligible] = q
+                        n_eligible += left > 0
+                        holding |= np.int64(left > 0) << q
+                        one_left |= np.int64(left == 1) << q
+                        if left > most_down:
+                            most = q
+                            most_down = left
+                        key = left if left > 0 else PILE_SIZE + 1
+                        if key < fewest_down:
+                            fewest = q
+                            fewest_down = key
+                    clockwise = eligible[0]
                     if uses_random:
-                        pick = strategy_draw(seed, deal, n_eligible, strategy_words)
-                        for q in range(N_HOURS):
-                            if down[q] > 0:
-                                if pick == 0:
-                                    random_pile = q
-                                    break
-                                pick -= 1
+                        random_pile = eligible[strategy_draw(seed, deal, n_eligible, strategy_words)]
                     if needs_winners:
-                        first_winner = watch_winners(bottom_home, down, is_winner, jump, doubled)
+                        winners = watch_winners(powers, holding, clockwise, orbit)
+                        for q in range(N_HOURS - 1, -1, -1):  # downwards: the lowest is kept
+                            if (winners >> q) & 1:
+                                first_winner = q
 
                 for c in range(n_cells):
                     if cell_codes[c, 3] != order:
@@ -515,36 +513,35 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                         # At the top, the king comes back at the pile's next turn: only a pile
                         # with one card left can win.
                         pile = most
-                        for q in range(N_HOURS):
-                            if is_winner[q] and down[q] == 1:
+                        for q in range(N_HOURS - 1, -1, -1):  # the lowest such pile
+                            if (winners >> q) & (one_left >> q) & 1:
                                 pile = q
-                                break
-                    wins_here = is_winner[pile] and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
+                    wins_here = (winners >> pile) & 1 == 1 and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
 
-                    if memo_stamp[mode, pile] != stamp and needs_winners and wins_here:
+                    if needs_winners and wins_here:
                         # A winning continuation turns every card: no need to walk it.
-                        memo_turned[mode, pile] = N_CARDS + (mode != MODE_WATCH)
-                        memo_stamp[mode, pile] = stamp
-                    if memo_stamp[mode, pile] != stamp:
-                        for q in range(N_PILES):
-                            scratch_taken[q] = taken[q]
-                        swap_pile = swap_slot = tucked = -1
-                        if mode == MODE_WATCH or mode == MODE_ONE_SWAP:
-                            if mode == MODE_ONE_SWAP:
-                                tucked = pile
-                            slot = scratch_taken[pile]
-                            scratch_taken[pile] = slot + 1
-                        else:
-                            swap_pile = pile
-                            swap_slot = PILE_SIZE - 1 if mode == MODE_EXCHANGE_BOTTOM else taken[pile]
-                            slot = swap_slot
-                        end_turned, _ = rescue_chain(
-                            piles, scratch_taken, piles[pile * PILE_SIZE + slot], turned + 1,
-                            swap_pile, swap_slot, tucked,
-                        )
-                        memo_turned[mode, pile] = end_turned
-                        memo_stamp[mode, pile] = stamp
-                    end_turned = memo_turned[mode, pile]
+                        end_turned = N_CARDS + (mode != MODE_WATCH)
+                    else:
+                        if memo_stamp[mode, pile] != stamp:
+                            for q in range(N_PILES):
+                                scratch_taken[q] = taken[q]
+                            swap_pile = swap_slot = tucked = -1
+                            if mode == MODE_WATCH or mode == MODE_ONE_SWAP:
+                                if mode == MODE_ONE_SWAP:
+                                    tucked = pile
+                                slot = scratch_taken[pile]
+                                scratch_taken[pile] = slot + 1
+                            else:
+                                swap_pile = pile
+                                swap_slot = PILE_SIZE - 1 if mode == MODE_EXCHANGE_BOTTOM else taken[pile]
+                                slot = swap_slot
+                            end_turned, _ = rescue_chain(
+                                piles, scratch_taken, piles[pile * PILE_SIZE + slot], turned + 1,
+                                swap_pile, swap_slot, tucked,
+                            )
+                            memo_turned[mode, pile] = end_turned
+                            memo_stamp[mode, pile] = stamp
+                        end_turned = memo_turned[mode, pile]
                     # `watch` turns 52 cards to win; the others turn the fourth king twice.
                     out[0, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
                     out[1, c, d] = end_turned
