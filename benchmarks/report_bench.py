@@ -73,8 +73,13 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
 _REPORT = """
 import json, sys, time
 start = time.perf_counter()
-from pipeline import report
-made = report.build(sys.argv[1], replay=int(sys.argv[2]), plots_enabled=sys.argv[3] == "1")
+import os
+from pipeline import plots
+plots_enabled = sys.argv[3] == "1"
+with plots.Plotter(os.cpu_count() if plots_enabled else 1) as plotter:  # as `clocksweep report`
+    from pipeline import report
+    made = report.build(sys.argv[1], replay=int(sys.argv[2]), plots_enabled=plots_enabled,
+                        plotter=plotter)
 print(json.dumps({"phases": made.timings, "inside": round(time.perf_counter() - start, 2),
                   "summary": report.terminal_summary(made).splitlines()[0]}))
 """

@@ -8,6 +8,7 @@ stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -249,12 +250,18 @@ def report(results_path, replay, out_dir, no_plots, as_json):
     Writes RESULTS/report/: report.md, report.html (self-contained), report.json, PNG plots
     and CSV tables; prints the best strategy per variant and the claims' verdicts.
     """
-    from pipeline import report as reporting
+    from pipeline import plots
 
-    try:
-        made = reporting.build(results_path, replay=replay, out=out_dir, plots_enabled=not no_plots)
-    except reporting.ReportError as error:
-        raise InputError(str(error)) from None
+    # The plots' process is forked first, while this process is small and has no threads,
+    # so that it imports matplotlib while the report imports Polars and reads the shards.
+    with plots.Plotter(1 if no_plots else os.cpu_count() or 1) as plotter:
+        from pipeline import report as reporting
+
+        try:
+            made = reporting.build(results_path, replay=replay, out=out_dir,
+                                   plots_enabled=not no_plots, plotter=plotter)
+        except reporting.ReportError as error:
+            raise InputError(str(error)) from None
     if as_json:
         click.echo(json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")}))
         return

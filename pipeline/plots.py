@@ -30,7 +30,7 @@ def warm_up() -> None:
     are loaded once, in the report's process, and the plots' forked processes inherit them
     (each would otherwise spend a tenth of a second on its first plot)."""
     fig, ax = _figure(2, 1.5)
-    ax.set_title("0123456789 abcdefghijklmnopqrstuvwxyz", fontsize=9)
+    _title(ax, "0123456789 abcdefghijklmnopqrstuvwxyz", fontsize=9)
     ax.plot([0, 1], [0, 1], "o-", label="x")
     ax.legend(fontsize=7)
     _png(fig)
@@ -47,6 +47,13 @@ def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.5
     return fig, ax
 
 
+def _title(ax, text: str, fontsize: float) -> None:
+    """An axes title at the top edge. The position given, matplotlib does not look for tick
+    labels above the axes to clear (there are none here), which took a third of the drawing
+    of `win_rates` (six panels)."""
+    ax.set_title(text, fontsize=fontsize, y=1.0)
+
+
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
@@ -55,59 +62,65 @@ def _png(fig) -> bytes:
 
 
 def win_rates(cells: list[dict]) -> bytes | None:
-    """Win rate with its 95% interval per strategy, one panel per rescue rule; exact values marked."""
-    panels = []
+    """Win rate with its 95% interval per strategy, a group per rescue rule; exact values marked.
+
+    One axes, the rules side by side: six panels sharing a y axis drew the same look with six
+    times the ticks and axes, half the drawing time.
+    """
+    groups = []
     for variant in rules.VARIANTS:
         for depth in (rules.DEPTHS if variant == "exchange" else (None,)):
             rows = [c for c in cells if c["variant"] == variant and c["depth"] == depth]
             if rows:
-                panels.append((variant, depth, rows))
-    if not panels:
+                names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)]
+                groups.append((variant + (f" ({depth})" if depth else ""), rows, names or [None]))
+    if not groups:
         return None
-    plt = _pyplot()
-    widths = [1 if panel[2][0]["strategy"] is None else 2.2 for panel in panels]
-    # Fixed margins rather than a constrained layout (see `_figure`): room below for the
-    # rotated strategy names and the legend, left for the axis label.
-    width = max(5.0, 1.25 * sum(widths) + 1)
-    fig, axes = plt.subplots(1, len(panels), figsize=(width, 4.8), sharey=True, squeeze=False,
-                             gridspec_kw={"width_ratios": widths})
-    fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.26, top=0.88,
-                        wspace=0.08)
+    slots = sum(len(names) for _, _, names in groups) + len(groups) - 1  # a gap between groups
+    width = max(5.0, 0.5 * slots + 1.2)
+    fig, ax = _figure(width, 4.8, left=0.75, bottom=4.8 * 0.26, top=4.8 * 0.12)
     series = sorted({(c["finale"], c["order"]) for c in cells},
                     key=lambda s: (rules.FINALES.index(s[0]), rules.ORDERS.index(s[1])))
-    for ax, (variant, depth, rows) in zip(axes[0], panels):
-        names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)] or [None]
+    ticks, tick_labels, start = [], [], 0
+    for title, rows, names in groups:
         for k, (finale, order) in enumerate(series):
             offset = (k - (len(series) - 1) / 2) * 0.15
-            picked = [(i, r) for i, strategy in enumerate(names) for r in rows
+            picked = [(start + i, r) for i, strategy in enumerate(names) for r in rows
                       if r["strategy"] == strategy and r["finale"] == finale and r["order"] == order]
             if not picked:
                 continue
-            xs = [i + offset for i, _ in picked]
-            ys = [r["win_rate"] for _, r in picked]
+            xs = [x + offset for x, _ in picked]
             # Interval lines and markers drawn as two artists (errorbar makes four per series,
             # and a report can hold a hundred cells).
             colour = COLOURS.get(finale, "k")
             ax.vlines(xs, [r["ci_low"] for _, r in picked], [r["ci_high"] for _, r in picked],
                       color=colour, lw=1)
-            ax.plot(xs, ys, ls="none", marker=MARKERS.get(order, "o"), ms=4, color=colour,
+            ax.plot(xs, [r["win_rate"] for _, r in picked], ls="none",
+                    marker=MARKERS.get(order, "o"), ms=4, color=colour,
                     label=f"finale {finale}, {order}")
             exact = [(x, r["exact_value"]) for x, (_, r) in zip(xs, picked) if r["exact_value"] is not None]
             if exact:
                 ax.plot([x for x, _ in exact], [y for _, y in exact], ls="none", marker="_",
                         ms=9, mew=1.5, color="k", zorder=3)
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels([s or "-" for s in names], rotation=45, ha="right", fontsize=8)
-        ax.set_title(variant + (f" ({depth})" if depth else ""), fontsize=9)
-        ax.axhline(1 / 13, color="grey", lw=0.6, ls=":")
-        ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("win rate (95% Wilson interval; bar = exact)")
+        ticks += range(start, start + len(names))
+        tick_labels += [s or "-" for s in names]
+        middle = start + (len(names) - 1) / 2
+        ax.text(middle, 1.01, title, transform=ax.get_xaxis_transform(), ha="center",
+                va="bottom", fontsize=9)
+        if start:
+            ax.axvline(start - 1, color="grey", lw=0.6)
+        start += len(names) + 1
+    ax.set_xlim(-0.6, slots - 0.4)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(tick_labels, rotation=45, ha="right", fontsize=8)
+    ax.axhline(1 / 13, color="grey", lw=0.6, ls=":")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylabel("win rate (95% Wilson interval; bar = exact)")
     handles, labels = [], []
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    for h, lab in zip(*ax.get_legend_handles_labels()):
+        if lab not in labels:
+            handles.append(h)
+            labels.append(lab)
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
                    frameon=False)
@@ -126,7 +139,7 @@ def cards_turned(distribution: dict) -> bytes | None:
     ax.plot(xs, [r["exact"] for r in rows], color="k", lw=1.2, label="exact: C(t-1,3)/C(52,4)")
     ax.set_xlabel("cards turned (standard play)")
     ax.set_ylabel("share of deals")
-    ax.set_title(f"{distribution['cell']}: chi-square {distribution['chi2']:.1f} on "
+    _title(ax, f"{distribution['cell']}: chi-square {distribution['chi2']:.1f} on "
                  f"{distribution['dof']} df, p {p_text(distribution['p_value'])}", fontsize=9)
     ax.legend(fontsize=8)
     return _png(fig)
@@ -153,7 +166,7 @@ def hint_calibration(calibration: list[dict]) -> bytes | None:
     ax.set_ylabel("observed win rate (95% interval)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_title("Hint calibration (face-down finales)" if "finale=down" in rows[0]["cell"]
+    _title(ax, "Hint calibration (face-down finales)" if "finale=down" in rows[0]["cell"]
                  else "Hint calibration", fontsize=10)
     ax.legend(fontsize=6, loc="upper left")
     return _png(fig)
@@ -171,7 +184,7 @@ def restarts(play_out: list[dict]) -> bytes | None:
         ax.bar(xs, [r["n"] / cell["n"] for r in cell["rows"]], width=width, label=cell["cell"])
     ax.set_xlabel("restarts (0 = a standard win)")
     ax.set_ylabel("share of deals")
-    ax.set_title("Play it out: restarts per deal", fontsize=10)
+    _title(ax, "Play it out: restarts per deal", fontsize=10)
     ax.legend(fontsize=7)
     return _png(fig)
 
@@ -195,15 +208,16 @@ def rescue_by_down(rows: list[dict], cells: list[str]) -> bytes | None:
             ax.plot([x for x, _ in exact], [y for _, y in exact], "-", lw=0.8, color=cmap(k))
     ax.set_xlabel("cards face down at the first death")
     ax.set_ylabel("win rate (line: exact)")
-    ax.set_title("Rescues: win rate by cards left", fontsize=10)
+    _title(ax, "Rescues: win rate by cards left", fontsize=10)
     ax.legend(fontsize=6)
     return _png(fig)
 
 
 class Plotter:
     """Draws the report's plots in other processes (with more than one CPU) while the report
-    goes on. Made at the start of a report, it forks one process, which imports matplotlib and
-    draws a first figure (loading the fonts) while the report reads the shards and computes
+    goes on. Made at the start of a report (by `clocksweep report` before it even imports the
+    report, whose imports take half a second), it forks one process, which imports matplotlib
+    and draws a first figure (loading the fonts) while the report reads the shards and computes
     its figures; the report's own process never imports matplotlib, so its threads do not
     wait on that import. Given the plots, that process forks one drawing process per CPU,
     which inherit matplotlib warm, and the report writes its tables meanwhile. Processes, not

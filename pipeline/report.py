@@ -793,8 +793,16 @@ def provenance(loaded: Loaded) -> dict:
 
 
 def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
-          plots_enabled: bool = True, workers: int | None = None) -> Report:
-    """Read RESULTS, compute every figure and write RESULTS/report/ (or ``out``)."""
+          plots_enabled: bool = True, workers: int | None = None,
+          plotter: plots.Plotter | None = None) -> Report:
+    """Read RESULTS, compute every figure and write RESULTS/report/ (or ``out``).
+
+    ``plotter``: a `plots.Plotter` made by the caller, best before it imported this module
+    (see `plots.Plotter`); by default the report makes its own.
+    """
+    if plotter is None:
+        with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
+            return build(where, replay, out, plots_enabled, workers, plotter)
     import time
 
     timings, clock = {}, [time.perf_counter()]
@@ -804,52 +812,51 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
         timings[phase] = round(now - clock[0], 3)
         clock[0] = now
 
-    # The plots' process starts now, and imports matplotlib while the shards are read.
-    with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
-        # scipy (for the figures) first: imported beside the reading, it would hold the
-        # reading threads back for longer than it takes.
-        import scipy.special  # noqa: F401
+    # The plots' process, started by now, imports matplotlib while the shards are read.
+    # scipy (for the figures) first: imported beside the reading, it would hold the
+    # reading threads back for longer than it takes.
+    import scipy.special  # noqa: F401
 
-        lap("import scipy")
-        loaded = load(where, head=replay, workers=workers)
-        lap("read")
-        replayed, note = None, ""
-        if loaded.tables["facts"].is_empty():
-            # No deal facts in the records (no standard cell): replay the first deals instead.
-            replayed, note = make_replay(loaded, replay)
-            lap("replay")
-        directory = out or loaded.location.full(storage.REPORT_DIR)
-        if not loaded.location.is_local and out is None:
-            raise ReportError(f"{where}: the report is written locally; pass an output directory")
-        figures = Figures(loaded, replayed, note)
-        # What the plots show first, so that they are drawn while the rest is computed.
-        document = {
-            "report_version": REPORT_VERSION,
-            "provenance": provenance(loaded),
-            "cells": figures.cell_records(),
-            "distributions": {
-                "cards_turned": figures.cards_turned(),
-                "down_at_stop": figures.down_at_stop(),
-                "restarts": figures.restarts(),
-                "rescue_by_down_at_stop": figures.rescue_by_down(),
-            },
-            "hint_calibration": figures.hint_calibration(),
-        }
-        finish_plots = plotter.start(_plot_jobs(document)) if plots_enabled else None
-        lap("figures")
-        claims = claim_rules.assess(figures)
-        document.update(
-            comparisons=figures.comparisons(),
-            best_strategies=figures.best_strategies(),
-            claims=[claim.record() for claim in claims],
-            notes=notes(loaded, figures),
-        )
-        document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
-        lap("claims and comparisons")
-        os.makedirs(directory, exist_ok=True)
-        write_all(directory, document, figures, finish_plots)
-        lap("write")
-        return Report(loaded, figures, claims, document, directory, timings)
+    lap("import scipy")
+    loaded = load(where, head=replay, workers=workers)
+    lap("read")
+    replayed, note = None, ""
+    if loaded.tables["facts"].is_empty():
+        # No deal facts in the records (no standard cell): replay the first deals instead.
+        replayed, note = make_replay(loaded, replay)
+        lap("replay")
+    directory = out or loaded.location.full(storage.REPORT_DIR)
+    if not loaded.location.is_local and out is None:
+        raise ReportError(f"{where}: the report is written locally; pass an output directory")
+    figures = Figures(loaded, replayed, note)
+    # What the plots show first, so that they are drawn while the rest is computed.
+    document = {
+        "report_version": REPORT_VERSION,
+        "provenance": provenance(loaded),
+        "cells": figures.cell_records(),
+        "distributions": {
+            "cards_turned": figures.cards_turned(),
+            "down_at_stop": figures.down_at_stop(),
+            "restarts": figures.restarts(),
+            "rescue_by_down_at_stop": figures.rescue_by_down(),
+        },
+        "hint_calibration": figures.hint_calibration(),
+    }
+    finish_plots = plotter.start(_plot_jobs(document)) if plots_enabled else None
+    lap("figures")
+    claims = claim_rules.assess(figures)
+    document.update(
+        comparisons=figures.comparisons(),
+        best_strategies=figures.best_strategies(),
+        claims=[claim.record() for claim in claims],
+        notes=notes(loaded, figures),
+    )
+    document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
+    lap("claims and comparisons")
+    os.makedirs(directory, exist_ok=True)
+    write_all(directory, document, figures, finish_plots)
+    lap("write")
+    return Report(loaded, figures, claims, document, directory, timings)
 
 
 def notes(loaded: Loaded, figures: Figures) -> list[str]:
@@ -954,13 +961,13 @@ def _plot_jobs(document: dict) -> list[tuple[str, str, tuple]]:
     dist = document["distributions"]
     standard = next((d for d in dist["cards_turned"] if "order=round-robin" in d["cell"]),
                     dist["cards_turned"][0] if dist["cards_turned"] else None)
-    jobs = [  # the slowest first, so that it does not start last
+    jobs = [  # the slowest first, so that the drawing processes finish together
         ("win_rates.png", "win_rates", (document["cells"],)),
-        ("cards_turned.png", "cards_turned", (standard,)),
         ("hint_calibration.png", "hint_calibration", (document["hint_calibration"],)),
-        ("restarts.png", "restarts", (dist["restarts"],)),
+        ("cards_turned.png", "cards_turned", (standard,)),
         ("rescue_by_down.png", "rescue_by_down",
          (dist["rescue_by_down_at_stop"], _plotted_rescues(document["cells"]))),
+        ("restarts.png", "restarts", (dist["restarts"],)),
     ]
     return [job for job in jobs if job[2][0] is not None]
 
