@@ -10,8 +10,12 @@ Arrays, described once:
 - ``ranks``: the shuffled deck as ranks (uint8[52], position 0 dealt first). Only ranks matter
   to play, and shuffling the ranks of the ordered deck gives the ranks of the shuffled cards.
 - ``piles``: uint8[13 * 4]; pile q's cards at ``q * 4 + k``, k = 0 its top.
-- ``taken``: uint8[13], cards taken into hand from each pile so far; a pile is empty at 4
-  (a king that `one_swap` tucks under a pile is tracked apart, see `rescue_chain`).
+- ``taken``: uint8[13], cards taken into hand from each pile so far; a pile is empty at 4.
+  The standard chain plays on ``piles`` and ``taken``.
+- ``stacks``: uint64[13], the face-down cards from the first death on, each pile's as bytes,
+  its top lowest, then EMPTY bytes (0xFF). Taking a card is one load, a shift and a store,
+  where ``taken`` and ``piles`` make two dependent loads, and a continuation is a run of
+  takes; a rescue is a change of one stack (the fourth king a card like any other).
 - Unsigned element types matter: an unsigned index spares numba's negative-index fix-up on
   the chain's critical path.
 - Results: int8 arrays shaped (cells, deals), see `RESULT_FIELDS`.
@@ -106,6 +110,9 @@ SHUFFLE_BLOCKS = 4  # Philox blocks (of four words) that cover the 13 batches
 TABLES = scheme_tables()
 
 M32 = np.uint64(0xFFFFFFFF)
+EMPTY = np.uint64(0xFF)  # a stack's byte past its last card
+BYTE = np.uint64(8)
+HIGH_EMPTY = np.uint64(0xFFFFFFFF00000000)  # a pile's word over four EMPTY bytes
 PHILOX_M0 = np.uint64(deals.PHILOX_M0)
 PHILOX_M1 = np.uint64(deals.PHILOX_M1)
 PHILOX_W0 = np.uint64(deals.PHILOX_W0)
@@ -276,28 +283,20 @@ def standard_chains(piles_a, taken_a, piles_b, taken_b, limits):
 
 
 @nb.njit(cache=True, inline="always")
-def rescue_chain(piles, taken, card, turned, swap_pile, swap_slot, tucked_pile):
+def walk(stacks, card, turned):
     """Deliver ``card`` and keep taking until a pile is empty: (cards turned, pile of death).
 
-    The card at (swap_pile, swap_slot) reads as a king (where `exchange` put the fourth king);
-    ``tucked_pile`` holds the king `one_swap` tucked under it, below its four cards.
+    ``stacks`` is taken from (see the module's notes): a rescue puts the fourth king into the
+    piles as a card like any other, so one loop plays every variant's continuation.
     """
     while True:
-        pile = card
-        slot = taken[pile]
-        if slot == PILE_SIZE:
-            if pile != tucked_pile:
-                return turned, pile
-            tucked_pile = -1  # the tucked king comes up; the pile is empty after it
-            turned += 1
-            card = KING
-            continue
-        taken[pile] = slot + 1
+        stack = stacks[card]
+        top = stack & EMPTY
+        if top == EMPTY:
+            return turned, card
+        stacks[card] = stack >> BYTE
         turned += 1
-        if pile == swap_pile and slot == swap_slot:
-            card = KING
-        else:
-            card = piles[pile * PILE_SIZE + slot]
+        card = top
 
 
 @nb.njit(cache=True, inline="always")
@@ -351,8 +350,10 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     pair_piles = np.zeros((2, N_PILES * PILE_SIZE), dtype=np.uint8)
     pair_taken = np.zeros((2, N_PILES), dtype=np.uint8)
     piles = np.empty(N_PILES * PILE_SIZE, dtype=np.uint8)  # the deal being recorded
+    pile_words = piles.view(np.uint32)  # each pile's four cards as one word, top lowest
     taken = np.empty(N_PILES, dtype=np.uint8)
-    scratch_taken = np.empty(N_PILES, dtype=np.uint8)  # `taken` for a continuation
+    stacks = np.empty(N_PILES, dtype=np.uint64)  # the face-down cards at the first death
+    scratch_stacks = np.empty(N_PILES, dtype=np.uint64)  # `stacks` for a continuation
     down = np.zeros(N_PILES, dtype=np.int64)  # face-down counts at the first death
     # Row 0: home of each pile's bottom card; rows 1-4 `watch_winners`'s scratch.
     powers = np.zeros((5, N_PILES), dtype=np.uint8)
@@ -451,6 +452,9 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                         left = PILE_SIZE - np.int64(taken[q])
                         down[q] = left
                         bottom_home[q] = piles[q * PILE_SIZE + PILE_SIZE - 1] if left > 0 else q
+                        stacks[q] = (np.uint64(pile_words[q]) | HIGH_EMPTY) >> (
+                            BYTE * np.uint64(taken[q])
+                        )
                     for q in range(N_HOURS):
                         left = down[q]
                         eligible[n_eligible] = q
@@ -486,7 +490,7 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                     if mode == NO_RESCUE:
                         if cell_codes[c, 0] == PLAY_OUT:
                             restarts, stray, later = play_out(
-                                piles, taken, scratch_taken, down_at_stop
+                                stacks, scratch_stacks, down_at_stop
                             )
                             out[1, c, d] = turned + later
                             out[6, c, d] = restarts
@@ -523,22 +527,28 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                         end_turned = N_CARDS + (mode != MODE_WATCH)
                     else:
                         if memo_stamp[mode, pile] != stamp:
+                            # The rescue as a change of the pile's stack; then one walk.
                             for q in range(N_PILES):
-                                scratch_taken[q] = taken[q]
-                            swap_pile = swap_slot = tucked = -1
-                            if mode == MODE_WATCH or mode == MODE_ONE_SWAP:
-                                if mode == MODE_ONE_SWAP:
-                                    tucked = pile
-                                slot = scratch_taken[pile]
-                                scratch_taken[pile] = slot + 1
-                            else:
-                                swap_pile = pile
-                                swap_slot = PILE_SIZE - 1 if mode == MODE_EXCHANGE_BOTTOM else taken[pile]
-                                slot = swap_slot
-                            end_turned, _ = rescue_chain(
-                                piles, scratch_taken, piles[pile * PILE_SIZE + slot], turned + 1,
-                                swap_pile, swap_slot, tucked,
-                            )
+                                scratch_stacks[q] = stacks[q]
+                            stack = stacks[pile]
+                            left = np.uint64(down[pile])
+                            if mode == MODE_WATCH:  # its top card into hand, the king aside
+                                card = stack & EMPTY
+                                scratch_stacks[pile] = stack >> BYTE
+                            elif mode == MODE_ONE_SWAP:  # its top card into hand, the king under it
+                                card = stack & EMPTY
+                                at = BYTE * left
+                                stack = (stack & ~(EMPTY << at)) | (np.uint64(KING) << at)
+                                scratch_stacks[pile] = stack >> BYTE
+                            else:  # exchange: the king takes the place of the card taken
+                                at = np.uint64(0)
+                                if mode == MODE_EXCHANGE_BOTTOM:
+                                    at = BYTE * (left - np.uint64(1))
+                                card = (stack >> at) & EMPTY
+                                scratch_stacks[pile] = (stack & ~(EMPTY << at)) | (
+                                    np.uint64(KING) << at
+                                )
+                            end_turned, _ = walk(scratch_stacks, card, turned + 1)
                             memo_turned[mode, pile] = end_turned
                             memo_stamp[mode, pile] = stamp
                         end_turned = memo_turned[mode, pile]
@@ -558,11 +568,11 @@ def play_cells(seed, first, count, cell_codes, tables, out):
 
 
 @nb.njit(cache=True)
-def play_out(piles, taken, scratch, down_at_stop):
+def play_out(stacks, scratch, down_at_stop):
     """`play_out` from the first death: (restarts, later deaths away from their restart pile,
-    cards turned after the first death)."""
+    cards turned after the first death). ``stacks`` as at the first death."""
     for q in range(N_PILES):
-        scratch[q] = taken[q]
+        scratch[q] = stacks[q]
     restarts = 0
     stray = 0
     turned_after = 0
@@ -570,14 +580,12 @@ def play_out(piles, taken, scratch, down_at_stop):
     while left > 0:
         # Restart at hour 1, or the first hour clockwise from it that holds a card.
         restart = 0
-        while scratch[restart] == PILE_SIZE:
+        while scratch[restart] & EMPTY == EMPTY:
             restart += 1
         restarts += 1
-        slot = scratch[restart]
-        scratch[restart] = slot + 1
-        turned, died = rescue_chain(
-            piles, scratch, piles[restart * PILE_SIZE + slot], 1, -1, -1, -1
-        )
+        stack = scratch[restart]
+        scratch[restart] = stack >> BYTE
+        turned, died = walk(scratch, stack & EMPTY, 1)
         turned_after += turned
         left -= turned
         stray += died != restart
