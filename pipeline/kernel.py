@@ -470,7 +470,8 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                             fewest_down = key
                     clockwise = eligible[0]
                     if uses_random:
-                        random_pile = eligible[strategy_draw(seed, deal, n_eligible, strategy_words)]
+                        pick = strategy_draw(seed, deal, n_eligible, strategy_words)
+                        random_pile = eligible[pick]
                     if needs_winners:
                         winners = watch_winners(powers, holding, clockwise, orbit)
                         for q in range(N_HOURS - 1, -1, -1):  # downwards: the lowest is kept
@@ -520,7 +521,9 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                         for q in range(N_HOURS - 1, -1, -1):  # the lowest such pile
                             if (winners >> q) & (one_left >> q) & 1:
                                 pile = q
-                    wins_here = (winners >> pile) & 1 == 1 and (mode != MODE_EXCHANGE_TOP or down[pile] == 1)
+                    wins_here = (winners >> pile) & 1 == 1 and (
+                        mode != MODE_EXCHANGE_TOP or down[pile] == 1
+                    )
 
                     if needs_winners and wins_here:
                         # A winning continuation turns every card: no need to walk it.
