@@ -76,7 +76,7 @@ start = time.perf_counter()
 import os
 from pipeline import plots
 plots_enabled = sys.argv[3] == "1"
-with plots.Plotter(os.cpu_count() if plots_enabled else 1) as plotter:  # as `clocksweep report`
+with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:  # as `clocksweep report`
     from pipeline import report
     made = report.build(sys.argv[1], replay=int(sys.argv[2]), plots_enabled=plots_enabled,
                         plotter=plotter)

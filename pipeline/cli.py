@@ -252,8 +252,9 @@ def report(results_path, replay, out_dir, no_plots, as_json):
     """
     from pipeline import plots
 
-    # The plots' process is forked first, while this process is small and has no threads,
-    # so that it imports matplotlib while the report imports Polars and reads the shards.
+    # The plots' process is forked first, while this process is small and has imported
+    # neither numpy nor Polars (so it runs no thread pools yet), so that it imports matplotlib
+    # while the report imports Polars and reads the shards.
     with plots.Plotter(1 if no_plots else os.cpu_count() or 1) as plotter:
         from pipeline import report as reporting
 

@@ -13,7 +13,8 @@ Arrays, described once:
 - ``taken``: uint8[13], cards taken into hand from each pile so far; a pile is empty at 4.
   The standard chain plays on ``piles`` and ``taken``.
 - ``stacks``: uint64[13], the face-down cards from the first death on, each pile's as bytes,
-  its top lowest, then EMPTY bytes (0xFF). Taking a card is one load, a shift and a store,
+  its top lowest, then at least three EMPTY bytes (0xFF), where a walk stops; above them, the
+  zeros a right shift brings in. Taking a card is one load, a shift and a store,
   where ``taken`` and ``piles`` make two dependent loads, and a continuation is a run of
   takes; a rescue is a change of one stack (the fourth king a card like any other).
 - Unsigned element types matter: an unsigned index spares numba's negative-index fix-up on
@@ -22,6 +23,8 @@ Arrays, described once:
 """
 
 from __future__ import annotations
+
+import sys
 
 import numba as nb
 import numpy as np
@@ -113,6 +116,9 @@ M32 = np.uint64(0xFFFFFFFF)
 EMPTY = np.uint64(0xFF)  # a stack's byte past its last card
 BYTE = np.uint64(8)
 HIGH_EMPTY = np.uint64(0xFFFFFFFF00000000)  # a pile's word over four EMPTY bytes
+if sys.byteorder != "little":
+    # `play_cells` reads a pile's four card bytes as one word, the top card its lowest byte.
+    raise ImportError("the kernel reads cards as little-endian words")
 PHILOX_M0 = np.uint64(deals.PHILOX_M0)
 PHILOX_M1 = np.uint64(deals.PHILOX_M1)
 PHILOX_W0 = np.uint64(deals.PHILOX_W0)
@@ -286,8 +292,9 @@ def standard_chains(piles_a, taken_a, piles_b, taken_b, limits):
 def walk(stacks, card, turned):
     """Deliver ``card`` and keep taking until a pile is empty: (cards turned, pile of death).
 
-    ``stacks`` is taken from (see the module's notes): a rescue puts the fourth king into the
-    piles as a card like any other, so one loop plays every variant's continuation.
+    ``stacks`` is taken from (see the module's notes). `one_swap` and `exchange` put the fourth
+    king into a stack as a card like any other, `watch` and `play_out` only take a top card,
+    so this one loop plays every continuation.
     """
     while True:
         stack = stacks[card]
@@ -350,7 +357,9 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     pair_piles = np.zeros((2, N_PILES * PILE_SIZE), dtype=np.uint8)
     pair_taken = np.zeros((2, N_PILES), dtype=np.uint8)
     piles = np.empty(N_PILES * PILE_SIZE, dtype=np.uint8)  # the deal being recorded
-    pile_words = piles.view(np.uint32)  # each pile's four cards as one word, top lowest
+    # Each pile's four cards as one word, its top the lowest byte (checked at import: the
+    # machine is little-endian).
+    pile_words = piles.view(np.uint32)
     taken = np.empty(N_PILES, dtype=np.uint8)
     stacks = np.empty(N_PILES, dtype=np.uint64)  # the face-down cards at the first death
     scratch_stacks = np.empty(N_PILES, dtype=np.uint64)  # `stacks` for a continuation

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 
 from pipeline import rules
-from pipeline.stats import p_text
 
 COLOURS = {"down": "#1f5fa8", "up": "#d0641c"}
 MARKERS = {"round-robin": "o", "packets": "s"}
@@ -39,8 +38,8 @@ def warm_up() -> None:
 def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.55,
             top: float = 0.4, right: float = 0.15):
     """A one-panel figure with fixed margins, in inches. A constrained layout finds about the
-    same margins, but finding them takes a third of the drawing time (win_rates: 0.49 s with
-    it, 0.30-0.36 s without)."""
+    same margins, but finding them took a third of the drawing time (measured on an earlier,
+    six-panel win_rates: 0.49 s with it, 0.30-0.36 s without)."""
     fig, ax = _pyplot().subplots(figsize=(width, height))
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
                         top=1 - top / height)
@@ -48,9 +47,10 @@ def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.5
 
 
 def _title(ax, text: str, fontsize: float) -> None:
-    """An axes title at the top edge. The position given, matplotlib does not look for tick
-    labels above the axes to clear (there are none here), which took a third of the drawing
-    of `win_rates` (six panels)."""
+    """An axes title at the top edge. With the position given, matplotlib does not measure
+    the axes' tick labels to clear those above it (there are none here): on the six-panel
+    win_rates of an earlier version that search was a third of the drawing; on one panel it
+    is a small share."""
     ax.set_title(text, fontsize=fontsize, y=1.0)
 
 
@@ -130,6 +130,8 @@ def win_rates(cells: list[dict]) -> bytes | None:
 
 def cards_turned(distribution: dict) -> bytes | None:
     """Observed share of each cards_turned value in standard play against the exact law."""
+    from pipeline.stats import p_text  # here: the plots' process is forked before numpy loads
+
     rows = distribution.get("rows") or []
     if not rows:
         return None

@@ -43,7 +43,8 @@ METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"
 
 # Columns of the per-deal schema that every row has (SPEC section 8); written as required,
-# they spare the writer their definition levels (a quarter of its time in a standard sweep).
+# they spare the writer their definition levels (a fifth of its time on standard play: 125 -> 100
+# ns a row, measured).
 # Any other column, present or future, stays nullable.
 REQUIRED_DEAL_COLUMNS = ("seed", "deal", "order", "variant", "finale", "won", "cards_turned",
                          "down_at_stop")

@@ -423,6 +423,56 @@ def test_watch_one_swap_and_exchange_bottom_win_the_same_deals(harness_kernel):
                     assert np.array_equal(watch, other), (variant, strategy, finale, order)
 
 
+def test_winning_rescues_walked_agree_with_the_shortcut(harness_kernel):
+    """Played with every cell, the kernel knows which piles win (informed, oracle and face-up
+    cells need them) and does not walk a winning continuation; with only counts-only cells
+    under face-down finales it knows none and walks every continuation to its last card.
+    The two must agree on every field."""
+    from pipeline import kernel
+
+    walked = [cell for cell in CELLS if cell.has_rescue and cell.finale == "down"
+              and cell.strategy not in ("informed", "oracle")]
+    alone = kernel.play(HARNESS_SEED, 0, KERNEL_HARNESS_DEALS, walked)
+    assert alone["won"].any()
+    for c, cell in enumerate(walked):
+        for name, values in alone.items():
+            assert np.array_equal(values[c], harness_kernel[name][CELL_INDEX[cell]]), (cell.label, name)
+
+
+def bottom_graphs() -> list[dict[int, int]]:
+    """Bottom-card graphs (hour pile -> home of its bottom card, over the piles holding cards)
+    that random deals rarely make, then 2,000 random ones."""
+    graphs = [
+        {q: (q + 1) % N_HOURS for q in range(N_HOURS)},  # one cycle through every hour
+        {q: q ^ 1 for q in range(N_HOURS)},  # six cycles of two
+        {q: 0 for q in range(N_HOURS)},  # a star into a loop at hour 1
+        {q: max(q - 1, 0) for q in range(N_HOURS)},  # a path into a loop at hour 1
+        {q: (q + 1) % 11 for q in range(11)} | {11: 3},  # a long cycle and a leaf
+        {7: 7},  # one pile, pointing at itself
+    ]
+    rng = np.random.default_rng(20261129)
+    for _ in range(2000):
+        holding = sorted(rng.choice(N_HOURS, size=rng.integers(1, N_HOURS + 1), replace=False))
+        graphs.append({int(q): int(rng.choice(holding)) for q in holding})
+    return graphs
+
+
+def test_watch_winners_against_the_rules_on_made_up_graphs():
+    """`kernel.watch_winners` (every winning pile at once, by pointer doubling) against
+    `rules.bottoms_reach` for each pile."""
+    from pipeline import kernel
+
+    for graph in bottom_graphs():
+        bottom_home = [graph.get(q, q) for q in range(rules.N_PILES)]
+        holds = [q in graph for q in range(rules.N_PILES)]
+        powers = np.zeros((5, rules.N_PILES), dtype=np.uint8)
+        powers[0] = bottom_home
+        holding = np.int64(sum(1 << q for q in graph))
+        mask = kernel.watch_winners(powers, holding, min(graph), np.zeros(16, dtype=np.uint8))
+        expected = sum(1 << p for p in graph if rules.bottoms_reach(bottom_home, holds, p))
+        assert mask == expected, graph
+
+
 def test_oracle_wins_whenever_any_strategy_wins(harness_kernel):
     won = harness_kernel["won"]
     for cell in CELLS:

@@ -12,6 +12,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -255,6 +257,20 @@ def test_cli_report(both_modes, tmp_path):
     for claim_id in claims.CLAIM_IDS:
         assert claim_id in result.output
     assert (out / "report.json").exists() and not (out / "win_rates.png").exists()
+
+
+def test_cli_report_draws_its_plots_in_its_own_process(both_modes, tmp_path):
+    """`clocksweep report` as a user runs it, in a process of its own: the plots' process is
+    forked before the report module is imported. Every plot is written, and the command
+    exits with no process left behind (one would hold its output open past the timeout)."""
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", "report",
+                           str(both_modes[1]), "--replay", "300", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for name in report.PLOT_TITLES:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert "best strategy per variant:" in done.stdout
 
 
 @pytest.mark.parametrize("setup,expected", [
