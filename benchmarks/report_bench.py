@@ -73,13 +73,9 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
 _REPORT = """
 import json, sys, time
 start = time.perf_counter()
-import os
-from pipeline import plots
-plots_enabled = sys.argv[3] == "1"
-with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:  # as `clocksweep report`
-    from pipeline import report
-    made = report.build(sys.argv[1], replay=int(sys.argv[2]), plots_enabled=plots_enabled,
-                        plotter=plotter)
+from pipeline.cli import build_report
+made = build_report(sys.argv[1], int(sys.argv[2]), plots_enabled=sys.argv[3] == "1")
+from pipeline import report
 print(json.dumps({"phases": made.timings, "inside": round(time.perf_counter() - start, 2),
                   "summary": report.terminal_summary(made).splitlines()[0]}))
 """

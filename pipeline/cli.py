@@ -233,6 +233,25 @@ def validate(results_path):
         sys.exit(1)
 
 
+def build_report(results_path: str, replay: int, out_dir: str | None = None,
+                 plots_enabled: bool = True):
+    """The report as `clocksweep report` makes it (`report.build`); a RESULTS the report
+    cannot read is an InputError."""
+    from pipeline import plots
+
+    # The plots' process is forked first, while this process is small and has imported
+    # neither numpy nor Polars (so it runs no thread pools yet), so that it imports matplotlib
+    # while the report imports Polars and reads the shards.
+    with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
+        from pipeline import report as reporting
+
+        try:
+            return reporting.build(results_path, replay=replay, out=out_dir,
+                                   plots_enabled=plots_enabled, plotter=plotter)
+        except reporting.ReportError as error:
+            raise InputError(str(error)) from None
+
+
 @cli.command()
 @click.argument("results_path", metavar="RESULTS")
 @click.option("--replay", default=100_000, show_default=True, type=click.IntRange(0, 100_000_000),
@@ -250,19 +269,9 @@ def report(results_path, replay, out_dir, no_plots, as_json):
     Writes RESULTS/report/: report.md, report.html (self-contained), report.json, PNG plots
     and CSV tables; prints the best strategy per variant and the claims' verdicts.
     """
-    from pipeline import plots
+    made = build_report(results_path, replay, out_dir, plots_enabled=not no_plots)
+    from pipeline import report as reporting
 
-    # The plots' process is forked first, while this process is small and has imported
-    # neither numpy nor Polars (so it runs no thread pools yet), so that it imports matplotlib
-    # while the report imports Polars and reads the shards.
-    with plots.Plotter(1 if no_plots else os.cpu_count() or 1) as plotter:
-        from pipeline import report as reporting
-
-        try:
-            made = reporting.build(results_path, replay=replay, out=out_dir,
-                                   plots_enabled=not no_plots, plotter=plotter)
-        except reporting.ReportError as error:
-            raise InputError(str(error)) from None
     if as_json:
         click.echo(json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")}))
         return
