@@ -11,11 +11,10 @@ width is at most ``TOLERANCE``; two things "make no difference" when the paired 
 their difference lies within +-``TOLERANCE``.
 
 Two claims are about facts of a deal beyond its outcome: which hour piles the chain has
-taken from by the third king, and the bottom cards of the layout. The per-deal schema records
-both on standard play's rows (``unvisited_at_third_king``, ``kings_at_bottom``) and the
-summary records count them (``facts``), so they are measured on every deal of the sweep's
-standard cell. A sweep without a standard cell (or results written before those columns)
-gets a replay of its first deals instead (`replay_standard`: the kernel's standard play on
+taken from by the third king, and the bottom cards of the layout. Each shard counts them on
+its standard cells, by outcome, in its ``facts`` table (``unvisited_at_third_king``,
+``kings_at_bottom``; both record modes), so they are measured on every deal of the sweep's
+standard cell. A sweep without a standard cell gets a replay of its first deals instead (`replay_standard`: the kernel's standard play on
 the same seed, deal numbers and order), checked in per-deal mode against the sweep's own
 record of each deal's outcome where it has one.
 """

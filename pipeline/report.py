@@ -16,8 +16,9 @@ Both record modes end in the same summary tables (`pipeline.summary`):
   aligned by deal anyway. Here a label column costs one vectorised comparison per batch (its
   runs), and a record one pass of numba (~20 ns).
 - The deal facts two claims need (kings at the bottom, hours unvisited at the third king)
-  are in the records of standard cells; a sweep without one gets a replay of its first
-  ``--replay`` deals by the kernel instead (`claims.replay_standard`).
+  are counted on standard cells, in each shard's ``facts`` table in both record modes; a
+  sweep without a standard cell gets a replay of its first ``--replay`` deals by the kernel
+  instead (`claims.replay_standard`).
 
 Figures (all from the summed tables): per-cell win rates with Wilson intervals, and the
 exact value, difference and z-score where `odds.exact_win_of` has one (|z| > 4 flagged);
@@ -109,6 +110,9 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
         raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
     if manifest is None or manifest.get("invalid"):
         raise ReportError(f"{where}: no readable manifest.json, so no committed shard to read")
+    version = storage.version_problem(run)
+    if version:
+        raise ReportError(f"{where}: {version}")
     cells = run_cells(run)
     config_hash = run.get("config_hash")
     schemas = storage.expected_schemas(mode)
@@ -153,6 +157,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
         tables = _summed_summary(location, entries)
     else:
         tables, head_won = _summed_deals(results)
+        tables.update(_summed_summary(location, entries, [storage.FACTS_TABLE]))
     return Loaded(where, location, run, mode, cells, entries, problems, tables, head_won)
 
 
@@ -168,9 +173,11 @@ def _sum_frames(table: str, frame: pl.LazyFrame) -> pl.DataFrame:
             .sort(group, nulls_last=False).collect())
 
 
-def _summed_summary(location: storage.Location, entries: list[dict]) -> dict[str, pl.DataFrame]:
+def _summed_summary(location: storage.Location, entries: list[dict],
+                    names=tuple(summary.TABLES)) -> dict[str, pl.DataFrame]:
+    """Summary tables ``names`` summed over the shards' files of them."""
     tables = {}
-    for table in summary.TABLES:
+    for table in names:
         uris = [location.uri(r["path"]) for e in entries for r in e["files"] if r["table"] == table]
         if not uris:
             tables[table] = pl.from_arrow(summary.SCHEMAS[table].empty_table())
@@ -245,25 +252,11 @@ DEAL_COLUMNS = ["deal", *summary.LABEL_COLUMNS, "won", "cards_turned", "down_at_
                 "rescue_pile", "hint", "restarts", "stray_deaths"]
 
 
-FACT_COLUMNS = ["kings_at_bottom", "unvisited_at_third_king"]  # schema.DEAL_FACTS
-
-
 def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):
     """The file's rows as record batches, a row group at a time (cheaper than `iter_batches`);
     decoded on Arrow's threads, or on this one (when shards are read side by side already)."""
     for group in range(parquet.num_row_groups):
         yield from parquet.read_row_group(group, columns=columns, use_threads=threads).to_batches()
-
-
-def _add_facts(shard: summary.ShardSummary, batch, cells, run_cells, starts, ends) -> None:
-    """The deal facts of a batch's standard rows (the schema records them there only)."""
-    kings, unvisited = batch.column(FACT_COLUMNS[0]), batch.column(FACT_COLUMNS[1])
-    won = batch.column("won").to_numpy(zero_copy_only=False)
-    kings = _filled(kings, -1, np.int8)
-    unvisited = _filled(unvisited, -1, np.int8)
-    for c, start, end in zip(run_cells, starts, ends):
-        if cells[c].variant == "standard":
-            shard.add_facts(int(c), won[start:end], kings[start:end], unvisited[start:end])
 
 
 def _deal_shard(location, entry, cells, head, decode_threads):
@@ -276,9 +269,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
             continue
         with location.fs.open_input_file(location.full(record["path"])) as file:
             parquet = pq.ParquetFile(file)
-            has_facts = set(FACT_COLUMNS) <= set(parquet.schema_arrow.names)
-            wanted = DEAL_COLUMNS + (FACT_COLUMNS if has_facts else [])
-            for batch in _row_batches(parquet, wanted, decode_threads):
+            for batch in _row_batches(parquet, DEAL_COLUMNS, decode_threads):
                 try:
                     run_cells, starts, ends = _batch_runs(batch, cell_lut)
                     columns = (
@@ -297,8 +288,6 @@ def _deal_shard(location, entry, cells, head, decode_threads):
                         shard.add_rows(np.repeat(run_cells, ends - starts), *columns)
                     else:
                         shard.add_runs(run_cells, starts, ends, *columns)
-                    if has_facts:
-                        _add_facts(shard, batch, cells, run_cells, starts, ends)
                 except ValueError as error:
                     raise ValueError(f"{record['path']}: {error}") from None
     heads = {}

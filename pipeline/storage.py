@@ -9,9 +9,10 @@ A results directory (a local path or any `pyarrow.fs` URI) holds:
   success; readers use only the files it lists.
 - ``report/``: what `clocksweep report` wrote; a run removes it when it commits a shard, or
   starts over (``--fresh``), since it no longer describes the results.
-- ``shards/``: record mode ``deals`` writes ``shards/shard-000012_deals-120000-129999.parquet``;
-  ``summary`` writes one file per summary table, ``shards/<table>/shard-..._deals-....parquet``,
-  so that each directory holds one schema and any Parquet reader can scan it whole.
+- ``shards/``: one file per shard and table, ``shards/<table>/shard-000012_deals-120000-129999.parquet``,
+  so that each directory holds one schema and any Parquet reader can scan it whole. Record
+  mode ``deals`` writes the per-deal rows (``shards/deals/``) and the deal facts counted
+  (``shards/facts/``, the summary table of that name); ``summary`` writes the six summary tables.
 
 Files are named by shard index and deal range, never by a random id, and their bytes are a
 function of the config alone (no timestamps, no host names), so a shard redone anywhere is
@@ -39,6 +40,7 @@ LOCK_FILE = ".lock"
 SHARDS_DIR = "shards"
 REPORT_DIR = "report"
 DEALS_TABLE = "deals"
+FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts
 METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"
 
@@ -130,13 +132,11 @@ def deal_batch(seed: int, first: int, results: dict, cells, metadata: dict) -> p
     # Per cell: which fields it fills. Per row (masks): which values are null.
     cell_has_rescue = [cell.has_rescue for cell in cells]
     cell_is_play_out = [cell.variant == "play_out" for cell in cells]
-    cell_is_standard = [cell.variant == "standard" for cell in cells]
     not_rescued = flat["rescue_pile"] <= 0 if any(cell_has_rescue) else None
     hint = None
     if any(cell_has_rescue):
         hint = np.divide(flat["hint_num"], flat["hint_den"], out=np.zeros(rows, dtype=np.float32),
                          where=~not_rescued, dtype=np.float32)
-    facts_missing = None if all(cell_is_standard) else np.repeat(~np.array(cell_is_standard), count)
     columns = {
         "seed": pa.array(np.full(rows, seed, dtype=np.uint64)),
         "deal": pa.array(np.tile(np.arange(first, first + count, dtype=np.uint64), n_cells)),
@@ -148,8 +148,6 @@ def deal_batch(seed: int, first: int, results: dict, cells, metadata: dict) -> p
         "hint": pa.nulls(rows, pa.float32()) if hint is None else pa.array(hint, mask=not_rescued),
         **{name: column_filled_by(name, cell_is_play_out, flat[name] < 0 if any(cell_is_play_out) else None)
            for name in ("restarts", "stray_deaths")},  # -1 where the kernel leaves them
-        **{name: column_filled_by(name, cell_is_standard, facts_missing)
-           for name in schema.DEAL_FACTS},
     }
     return pa.Table.from_arrays([columns[name] for name in DEAL_WRITE_SCHEMA.names],
                                 schema=DEAL_WRITE_SCHEMA.with_metadata(metadata))
@@ -195,8 +193,6 @@ class Shard:
 
     def path(self, table: str) -> str:
         """The shard's file of ``table``, relative to the results directory."""
-        if table == DEALS_TABLE:
-            return f"{SHARDS_DIR}/{self.stem}.parquet"
         return f"{SHARDS_DIR}/{table}/{self.stem}.parquet"
 
 
@@ -464,13 +460,25 @@ def shard_problem(location: Location, entry: dict, config_hash: str,
 
 def expected_schemas(record_mode: str) -> dict[str, pa.Schema]:
     """The schemas shard files must have (as a Parquet reader gives them back), by table."""
-    if record_mode == "deals":
-        schemas = {DEALS_TABLE: DEAL_WRITE_SCHEMA}
-    else:
-        from pipeline import summary
+    from pipeline import summary
 
-        schemas = dict(getattr(summary, "SCHEMAS", {}))
+    if record_mode == "deals":
+        schemas = {DEALS_TABLE: DEAL_WRITE_SCHEMA, FACTS_TABLE: summary.SCHEMAS[FACTS_TABLE]}
+    else:
+        schemas = dict(summary.SCHEMAS)
     return {table: as_stored(table_schema) for table, table_schema in schemas.items()}
+
+
+def version_problem(run: dict) -> str | None:
+    """Results written in another version of their record schema than this clocksweep reads."""
+    from pipeline.config import result_schema_version
+
+    mode = run.get("record") or run.get("config", {}).get("record")
+    written, read = run.get("result_schema"), result_schema_version(mode)
+    if written == read:
+        return None
+    return (f"{RUN_FILE}: the results are in record schema {written}, this clocksweep reads "
+            f"{read}; rerun the config with --fresh to write them again")
 
 
 def as_stored(table_schema: pa.Schema) -> pa.Schema:
@@ -542,6 +550,9 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
         problems.append(f"{MANIFEST_FILE}: belongs to another config (hash "
                         f"{str(manifest.get('config_hash'))[:12]}, run.json has {config_hash[:12]})")
 
+    version = version_problem(run)
+    if version:
+        problems.append(version)
     schemas = expected_schemas(config["record"])
     seen_schemas: dict[str, pa.Schema] = {}
     by_index: dict[int, dict] = {}
@@ -561,6 +572,10 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             problems.append(f"{shard.stem}: manifest range {entry.get('first')}-{entry.get('last')} "
                             f"is not the plan's {shard.first}-{shard.last}")
         expected_rows = shard.count * len(run["cells"])
+        absent = sorted(set(schemas) - {record.get("table") for record in entry["files"]})
+        if absent:
+            problems.append(f"{shard.stem}: no file of table {', '.join(absent)} in the manifest")
+            broken.add(index)
         for record in entry["files"]:
             if record["table"] == DEALS_TABLE and record["rows"] != expected_rows:
                 problems.append(f"{record['path']}: {record['rows']} rows, expected "

@@ -6,8 +6,8 @@ A per-deal sweep writes one row per deal x cell; a summary sweep writes, per bat
 deals, the counts of identical records instead, so that a billion-deal sweep stays a few
 megabytes. `summarise(results, cells)` turns the kernel's arrays (``kernel.RESULT_FIELDS``,
 shaped (cells, deals)) into six tables; the report reads per-deal results by turning each
-shard's rows into the same tables (`ShardSummary`), so both record modes give the same
-figures by construction. Tables of several batches or shards simply add up: sum ``n`` (and
+shard's rows into the same tables (`ShardSummary`; the ``facts`` table it reads as written),
+so both record modes give the same figures by construction. Tables of several batches or shards simply add up: sum ``n`` (and
 the pair counts) over equal keys (`combine`).
 
 Label columns, in every table (in ``pairs`` twice, prefixed ``a_`` and ``b_``): ``order``,
@@ -42,9 +42,11 @@ the form Polars writes an Enum, so Polars reads them back as Enums without decod
   blocks of a cell had ``wins`` wins (0..13). Runs of losses come from here, since
   consecutive deals are gone once counted.
 - ``facts``: for `standard` cells only, deals with each (won, kings_at_bottom,
-  unvisited_at_third_king): the facts of the deal that the per-deal schema records on
-  standard rows (hour piles with a king at the bottom; hours not yet taken from when the
-  third king was placed). Two claims of the seeds are about them.
+  unvisited_at_third_king): facts of the deal (hour piles with a king at the bottom; hours
+  not yet taken from when the third king was placed) that two claims of the seeds are about.
+  A per-deal sweep writes this table too, one file per shard beside its per-deal file
+  (`FactCounts`): the facts belong to the deal rather than to a cell, and the claims need
+  only these counts.
 
 Counting is one numba pass over the records into dense per-cell tallies (every range is
 small and fixed by the rules: 2 x 49 x 125 records per cell, plus restart digits for
@@ -113,7 +115,7 @@ TABLES = {
     "blocks": (("wins",), ("n",)),
     "facts": (("won", "kings_at_bottom", "unvisited_at_third_king"), ("n",)),
 }
-# Deal facts (`schema.DEAL_FACTS`): recorded on standard play's rows only, so tallied there.
+# Deal facts: counted on standard play's deals only (every cell plays the same deals).
 FACT_RANGE = rules.N_HOURS + 1  # 0..12 hour piles
 
 VALUE_TYPES = {
@@ -336,6 +338,49 @@ _EMPTY_I8 = np.zeros(0, dtype=np.int8)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
+class FactCounts:
+    """The ``facts`` table of a run of deals: deals of each standard cell with each (won,
+    kings_at_bottom, unvisited_at_third_king).
+
+    Both record modes write it, one file per shard: the facts belong to the deal, not to a
+    cell, and two claims need only these counts, so per-deal records do not carry them.
+    """
+
+    def __init__(self, cells: Sequence[Cell]):
+        self.cells = list(cells)
+        self.tally = np.zeros((len(self.cells), 2 * FACT_RANGE * FACT_RANGE), dtype=np.int64)
+
+    def add(self, cell: int, won, kings_at_bottom, unvisited_at_third_king) -> None:
+        """Add the deal facts of deals of one (standard) cell."""
+        kings = np.asarray(kings_at_bottom, dtype=np.int64)
+        unvisited = np.asarray(unvisited_at_third_king, dtype=np.int64)
+        if len(kings) == 0:
+            return
+        if min(kings.min(), unvisited.min()) < 0 or max(kings.max(), unvisited.max()) >= FACT_RANGE:
+            raise ValueError("a deal fact out of range (kings_at_bottom, unvisited_at_third_king: 0..12)")
+        key = (np.asarray(won).astype(np.int64) * FACT_RANGE + kings) * FACT_RANGE + unvisited
+        self.tally[cell] += np.bincount(key, minlength=self.tally.shape[1])
+
+    def add_results(self, results: dict[str, np.ndarray]) -> None:
+        """Add the standard cells' deals of kernel results (``results`` as `kernel.play` gives)."""
+        for c, cell in enumerate(self.cells):
+            if cell.variant == "standard":
+                self.add(c, results["won"][c], results["kings_at_bottom"][c],
+                         results["unvisited_at_third_king"][c])
+
+    def table(self) -> pa.Table:
+        cell, key = np.nonzero(self.tally)
+        n = self.tally[cell, key]
+        columns = {
+            **_cell_labels(self.cells, "", cell),
+            "won": pa.array((key // FACT_RANGE**2).astype(bool)),
+            "kings_at_bottom": pa.array((key // FACT_RANGE % FACT_RANGE).astype(np.int8)),
+            "unvisited_at_third_king": pa.array((key % FACT_RANGE).astype(np.int8)),
+            "n": pa.array(n.astype(np.int64)),
+        }
+        return pa.table(columns, schema=SCHEMAS["facts"])
+
+
 class ShardSummary:
     """The summary tables of one run of deals (a kernel batch, or a shard's per-deal rows).
 
@@ -357,18 +402,7 @@ class ShardSummary:
         self.restart_counts = np.zeros((len(replays), RESTART_SIZE), dtype=np.int64)
         self.turned = np.zeros((n_cells, 2 * TURNED_RANGE), dtype=np.int64)
         self.piles = np.zeros((n_cells, 2 * PILE_RANGE), dtype=np.int64)
-        self.facts = np.zeros((n_cells, 2 * FACT_RANGE * FACT_RANGE), dtype=np.int64)
-
-    def add_facts(self, cell: int, won, kings_at_bottom, unvisited_at_third_king) -> None:
-        """Add the deal facts of rows of one (standard) cell."""
-        kings = np.asarray(kings_at_bottom, dtype=np.int64)
-        unvisited = np.asarray(unvisited_at_third_king, dtype=np.int64)
-        if len(kings) == 0:
-            return
-        if min(kings.min(), unvisited.min()) < 0 or max(kings.max(), unvisited.max()) >= FACT_RANGE:
-            raise ValueError("a deal fact out of range (kings_at_bottom, unvisited_at_third_king: 0..12)")
-        key = (np.asarray(won).astype(np.int64) * FACT_RANGE + kings) * FACT_RANGE + unvisited
-        self.facts[cell] += np.bincount(key, minlength=self.facts.shape[1])
+        self.facts = FactCounts(self.cells)
 
     def _tallies(self):
         return (self.restart_slot, self.counts, self.restart_counts, self.turned, self.piles,
@@ -394,11 +428,7 @@ class ShardSummary:
             flat["rescue_pile"], flat["restarts"], flat["stray_deaths"], _EMPTY_F32,
             flat["hint_num"], flat["hint_den"], *self._tallies()))
         self.complete = True
-        if "kings_at_bottom" in results:
-            for c, cell in enumerate(self.cells):
-                if cell.variant == "standard":
-                    self.add_facts(c, results["won"][c], results["kings_at_bottom"][c],
-                                   results["unvisited_at_third_king"][c])
+        self.facts.add_results(results)
 
     def add_runs(self, run_cells, starts, ends, deal_offset, won, cards_turned, down_at_stop,
                  rescue_pile, hint, restarts, stray_deaths) -> None:
@@ -439,7 +469,8 @@ class ShardSummary:
     # --- the tables -----------------------------------------------------------------------
 
     def tables(self) -> dict[str, pa.Table]:
-        """The five summary tables of everything added."""
+        """The six summary tables of everything added (``facts`` only from `add_matrix`:
+        per-deal rows do not carry the facts)."""
         present = None if self.complete or self.present.all() else self.present
         return {
             "counts": self._counts(),
@@ -447,20 +478,8 @@ class ShardSummary:
             "piles": self._simple(self.piles, PILE_RANGE, "rescue_pile", 0),
             "pairs": pair_table(self.cells, self.won, present),
             "blocks": block_table(self.cells, self.won, present),
-            "facts": self._facts(),
+            "facts": self.facts.table(),
         }
-
-    def _facts(self) -> pa.Table:
-        cell, key = np.nonzero(self.facts)
-        n = self.facts[cell, key]
-        columns = {
-            **_cell_labels(self.cells, "", cell),
-            "won": pa.array((key // FACT_RANGE**2).astype(bool)),
-            "kings_at_bottom": pa.array((key // FACT_RANGE % FACT_RANGE).astype(np.int8)),
-            "unvisited_at_third_king": pa.array((key % FACT_RANGE).astype(np.int8)),
-            "n": pa.array(n.astype(np.int64)),
-        }
-        return pa.table(columns, schema=SCHEMAS["facts"])
 
     def _counts(self) -> pa.Table:
         cell, key = np.nonzero(self.counts)

@@ -26,7 +26,7 @@ from pipeline import config as sweep_config
 from pipeline import storage
 from pipeline.config import ConfigError, SweepConfig
 from pipeline.rules import Cell
-from pipeline.storage import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
+from pipeline.storage import DEALS_TABLE, FACTS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
 
 # A task plays at most this many rows (deals x cells) at once. Per-deal records: half a
 # million rows (5 MB of kernel results, ~20 MB with their table), which the allocator reuses
@@ -134,12 +134,14 @@ def write_shard(job: ShardJob) -> dict:
     metadata = storage.file_metadata(
         {**job.provenance, "shard": {"index": shard.index, "first": shard.first, "last": shard.last}}
     )
-    summary = None
-    multiple = 1
-    if job.record == "summary":
-        from pipeline import summary
+    from pipeline import summary
 
+    multiple = 1
+    facts = None
+    if job.record == "summary":
         multiple = summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
+    else:
+        facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
     writers: dict[str, storage.ShardFileWriter] = {}
     parts = []
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
@@ -151,9 +153,10 @@ def write_shard(job: ShardJob) -> dict:
             began = time.perf_counter()
             results = kernel.play(job.seed, first, count, cells)
             playing += time.perf_counter() - began
-            if summary is not None:
+            if facts is None:
                 parts.append(summary.summarise(results, cells))
             else:
+                facts.add_results(results)
                 table = storage.deal_batch(job.seed, first, results, cells, metadata)
                 if DEALS_TABLE not in writers:
                     writers[DEALS_TABLE] = storage.ShardFileWriter(
@@ -163,13 +166,12 @@ def write_shard(job: ShardJob) -> dict:
             del results
             if job.pause and start == 0:
                 hold_for_test(job)
-        if parts:
-            # One file per summary table, each the shard's counts summed over its batches.
-            for name, table in summary.combine(parts).items():
-                table = table.replace_schema_metadata(metadata)
-                writers[name] = storage.ShardFileWriter(job.location, shard.path(name),
-                                                        table.schema, name)
-                writers[name].write(table)
+        # One file per summary table, each the shard's counts summed over its batches.
+        tables = summary.combine(parts) if facts is None else {FACTS_TABLE: facts.table()}
+        for name, table in tables.items():
+            table = table.replace_schema_metadata(metadata)
+            writers[name] = storage.ShardFileWriter(job.location, shard.path(name), table.schema, name)
+            writers[name].write(table)
         files = [writer.commit() for writer in writers.values()]
     except BaseException:
         for writer in writers.values():
@@ -501,7 +503,7 @@ def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict |
         "record": config.record,
         "cells": [{**sweep_config.cell_record(cell), "label": cell.label} for cell in config.cells],
         "shards": {"count": config.n_shards, "size": config.shard_size,
-                   "naming": "shards/[<table>/]shard-<index>_deals-<first>-<last>.parquet"},
+                   "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet"},
         "runs": list((previous or {}).get("runs", [])),
     }
     record["runs"].append({

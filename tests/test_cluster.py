@@ -113,7 +113,7 @@ def test_two_node_cluster(cluster, tmp_path):
     cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
     cells = list(cfg.cells)
     expected = pl.from_arrow(schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells))
-    got = pl.scan_parquet(out / "shards").collect()
+    got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert got.height == N_DEALS * len(cells)
     assert as_sorted_strings(got).equals(as_sorted_strings(expected))
 

@@ -292,6 +292,18 @@ def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
     assert expected in result.output and "Traceback" not in result.output
 
 
+def test_results_of_an_older_record_schema_are_named_not_misread(both_modes, tmp_path):
+    where = tmp_path / "older"
+    shutil.copytree(both_modes[0], where)
+    shutil.rmtree(where / "report", ignore_errors=True)
+    run = json.loads((where / "run.json").read_text())
+    (where / "run.json").write_text(json.dumps({**run, "result_schema": "clocksweep-deals/2"}))
+    result = CliRunner().invoke(cli, ["report", str(where)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "record schema clocksweep-deals/2, this clocksweep reads clocksweep-deals/3" in result.output
+    assert not (where / "report").exists()
+
+
 def test_cli_errors_from_the_real_entry_point(tmp_path):
     import subprocess
     import sys
@@ -323,5 +335,5 @@ def test_provenance(deals_report):
     assert provenance["record_mode"] == "deals" and provenance["seed"] == 31337
     assert provenance["deal_ranges_read"] == ["0-3899"] and provenance["shards_read"] == 3
     assert provenance["deal_scheme"] and provenance["config_hash"] and provenance["runs"]
-    assert len(provenance["shard_files_read"]) == 3
+    assert len(provenance["shard_files_read"]) == 6  # per shard: its rows and its deal facts
     assert os.path.basename(provenance["shard_files_read"][0]).startswith("shard-000000")

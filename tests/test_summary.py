@@ -146,26 +146,24 @@ def deal_rows(results, first: int, order: np.ndarray):
     columns = (cells, df["deal"].to_numpy().astype(np.int64) - first, df["won"].to_numpy(),
                fill("cards_turned", 0), fill("down_at_stop", 0), fill("rescue_pile", 0),
                fill("hint", 0.0).astype(np.float32), fill("restarts", -1), fill("stray_deaths", -1))
-    return columns, (fill("kings_at_bottom", -1), fill("unvisited_at_third_king", -1))
+    return columns
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
 def test_per_deal_rows_give_the_same_tables(results, tables, shuffled):
     rows = len(CELLS) * COUNT
     order = np.random.default_rng(3).permutation(rows) if shuffled else np.arange(rows)
-    columns, (kings, unvisited) = deal_rows(results, 1000, order)
+    columns = deal_rows(results, 1000, order)
     shard = summary.ShardSummary(CELLS, 1000, COUNT)
     half = rows // 2  # in two pieces, as row batches come
     shard.add_rows(*(column[:half] for column in columns))
     shard.add_rows(*(column[half:] for column in columns))
-    # The deal facts, recorded on standard rows only (as the report adds them).
-    for c, cell in enumerate(CELLS):
-        standard_rows = columns[0] == c
-        if cell.variant == "standard":
-            shard.add_facts(c, columns[2][standard_rows], kings[standard_rows], unvisited[standard_rows])
-        else:
-            assert (kings[standard_rows] == -1).all()
-    for name, table in shard.tables().items():
+    from_rows = shard.tables()
+    # Per-deal rows do not carry the deal facts: a per-deal sweep counts them as it plays.
+    assert from_rows.pop("facts").num_rows == 0
+    facts = summary.FactCounts(CELLS)
+    facts.add_results(results)
+    for name, table in {**from_rows, "facts": facts.table()}.items():
         assert table.equals(tables[name]), name
 
 

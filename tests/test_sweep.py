@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -26,7 +27,7 @@ from processes import end_processes
 import ray
 from click.testing import CliRunner
 
-from pipeline import deals, kernel, schema, storage, sweep
+from pipeline import deals, kernel, schema, storage, summary, sweep
 from pipeline import config as sweep_config
 from pipeline.cli import cli
 from pipeline.rules import Cell
@@ -92,7 +93,7 @@ def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
 
 def content(out: Path) -> pl.DataFrame:
     """Every row of a results directory, read by Polars over the shards directory, sorted."""
-    frame = pl.scan_parquet(out / "shards").collect()
+    frame = pl.scan_parquet(out / "shards" / "deals").collect()
     return as_strings(frame).sort(SORT_KEY, nulls_last=True)
 
 
@@ -109,10 +110,31 @@ def manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
+def fact_counts(out: Path) -> dict:
+    """The deal facts a per-deal run counted, summed over its shards' facts files."""
+    frame = as_strings(pl.scan_parquet(out / "shards" / "facts").collect())
+    keys = [*schema.LABEL_COLUMNS, "won", "kings_at_bottom", "unvisited_at_third_king"]
+    return {tuple(row[:-1]): row[-1] for row in frame.group_by(keys).agg(pl.col("n").sum()).rows()}
+
+
+@pytest.fixture(scope="module")
+def expected_facts() -> dict:
+    """The deal facts of the test config's standard cell, counted from the kernel's results."""
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG), source="test")
+    cells = list(cfg.cells)
+    results = kernel.play(SEED, 0, N_DEALS, cells)
+    (standard,) = [c for c, cell in enumerate(cells) if cell.variant == "standard"]
+    counts = Counter(zip(results["won"][standard].astype(bool).tolist(),
+                         results["kings_at_bottom"][standard].tolist(),
+                         results["unvisited_at_third_king"][standard].tolist()))
+    labels = tuple(getattr(cells[standard], name) for name in schema.LABEL_COLUMNS)
+    return {(*labels, *key): n for key, n in counts.items()}
+
+
 # --- A run, read back -------------------------------------------------------------------
 
 
-def test_run_read_back(config_file, tmp_path, expected):
+def test_run_read_back(config_file, tmp_path, expected, expected_facts):
     out = tmp_path / "res"
     result = run_ok(config_file, out)
     assert "shards 5/5" in result.stderr and "failures 0" in result.stderr
@@ -135,7 +157,7 @@ def test_run_read_back(config_file, tmp_path, expected):
     # DuckDB reads the same files.
     rows = duckdb.sql(
         f"select variant, count(*) as n, count(distinct deal) as d, min(deal), max(deal) "
-        f"from read_parquet('{out}/shards/*.parquet') group by variant order by variant"
+        f"from read_parquet('{out}/shards/deals/*.parquet') group by variant order by variant"
     ).fetchall()
     per_variant = {"exchange": 2, "one_swap": 2, "play_out": 1, "standard": 1, "watch": 2}
     assert rows == [(v, n * N_DEALS, N_DEALS, 0, N_DEALS - 1) for v, n in sorted(per_variant.items())]
@@ -155,9 +177,12 @@ def test_run_read_back(config_file, tmp_path, expected):
         (i, 4000 * i, 4000 * i + 3999, 1) for i in range(5)
     ]
     for entry in entries:
-        (record,) = entry["files"]
+        record, facts_record = entry["files"]
+        assert (record["table"], facts_record["table"]) == ("deals", "facts")
         path = out / record["path"]
-        assert path.name == f"shard-{entry['index']:06d}_deals-{entry['first']}-{entry['last']}.parquet"
+        stem = f"shard-{entry['index']:06d}_deals-{entry['first']}-{entry['last']}"
+        assert record["path"] == f"shards/deals/{stem}.parquet"
+        assert facts_record["path"] == f"shards/facts/{stem}.parquet"
         metadata = pq.read_metadata(path)
         assert metadata.num_rows == record["rows"] == 8 * 4000
         provenance = json.loads(metadata.metadata[b"clocksweep"])
@@ -169,23 +194,27 @@ def test_run_read_back(config_file, tmp_path, expected):
         column = metadata.row_group(0).column(1)
         assert column.path_in_schema == "deal" and "DELTA_BINARY_PACKED" in column.encodings
     assert storage.committed_files(str(out)) == [str(out / e["files"][0]["path"]) for e in entries]
+    # The deal facts: counted per shard on the standard cell, as the kernel gives them.
+    assert fact_counts(out) == expected_facts
 
     checked = validate_cli(out)
     assert checked.exit_code == 0, checked.output
     assert "5/5 shards committed" in checked.output and "valid" in checked.output
 
     # A rerun finds everything committed and plays nothing.
-    before = {p: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+    before = {p: p.stat().st_mtime_ns for p in (out / "shards").rglob("*.parquet")}
+    assert len(before) == 10
     again = run_ok(config_file, out)
     assert "5 already committed" in again.stderr and "0 played" in again.stderr
-    assert before == {p: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+    assert before == {p: p.stat().st_mtime_ns for p in (out / "shards").rglob("*.parquet")}
 
 
-def test_shard_sizes_agree(config_file, tmp_path, expected):
+def test_shard_sizes_agree(config_file, tmp_path, expected, expected_facts):
     out = tmp_path / "res"
     run_ok(config_file, out, "shard_size=3000")
     assert len(manifest(out)["shards"]) == 7  # 6 x 3000 + 2000
     assert content(out).equals(expected)
+    assert fact_counts(out) == expected_facts
 
 
 def test_deal_batch_matches_schema(expected):
@@ -229,7 +258,7 @@ def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
     report.build(str(out), replay=0, plots_enabled=False)
     assert "0 played" in run_ok(config_file, out).stderr
     assert (out / "report" / "report.json").exists()  # nothing changed: the report stands
-    files = sorted((out / "shards").iterdir())
+    files = sorted((out / "shards" / "deals").iterdir())
     truncated, altered, deleted = files[1], files[2], files[3]
     data = truncated.read_bytes()
     truncated.write_bytes(data[: len(data) // 2])
@@ -237,7 +266,7 @@ def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
     data[len(data) // 3] ^= 0xFF
     altered.write_bytes(bytes(data))
     deleted.unlink()
-    stray = out / "shards" / "shard-000099_deals-0-1.parquet"
+    stray = out / "shards" / "deals" / "shard-000099_deals-0-1.parquet"
     stray.write_bytes(files[0].read_bytes())
 
     checked = validate_cli(out)
@@ -387,7 +416,6 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
 
 def test_summary_mode(config_file, tmp_path, expected):
     """Record mode summary: one file per summary table and shard, counts that add up."""
-    summary = pytest.importorskip("pipeline.summary")
     out = tmp_path / "sum"
     run_ok(config_file, out, "record=summary")
     entries = manifest(out)["shards"]
@@ -420,23 +448,43 @@ def test_object_store_writes_final_keys():
     cells = list(cfg.cells)
     shard = storage.plan_shards(0, 600, 600)[0]
     metadata = storage.file_metadata({"config_hash": "h"})
-    table = storage.deal_batch(SEED, 0, kernel.play(SEED, 0, 600, cells), cells, metadata)
+    results = kernel.play(SEED, 0, 600, cells)
+    table = storage.deal_batch(SEED, 0, results, cells, metadata)
     writer = storage.ShardFileWriter(location, shard.path("deals"), table.schema, "deals")
     writer.write(table)
     record = writer.commit()
-    assert record["path"] == "shards/shard-000000_deals-0-599.parquet"
+    facts = summary.FactCounts(cells)
+    facts.add_results(results)
+    facts_table = facts.table().replace_schema_metadata(metadata)
+    facts_writer = storage.ShardFileWriter(location, shard.path("facts"), facts_table.schema, "facts")
+    facts_writer.write(facts_table)
+    facts_record = facts_writer.commit()
+    assert record["path"] == "shards/deals/shard-000000_deals-0-599.parquet"
     assert location.info(record["path"]).size == record["bytes"]
     assert storage.file_problem(location, record, "h", storage.expected_schemas("deals")["deals"]) is None
     assert "another config" in storage.file_problem(location, record, "other")
 
-    location.write_json("run.json", {"config_hash": "h", "cells": [{}] * len(cells),
-                                     "config": {"first": 0, "deals": 600, "shard_size": 600,
-                                                "record": "deals"}})
+    run = {"config_hash": "h", "cells": [{}] * len(cells), "result_schema": schema.RESULT_SCHEMA_VERSION,
+           "config": {"first": 0, "deals": 600, "shard_size": 600, "record": "deals"}}
+    location.write_json("run.json", run)
     manifest = storage.Manifest(location, "h")
     manifest.commit({"index": 0, "first": 0, "last": 599, "deals": 600, "files": [record]})
     manifest.flush()
+    problems, _ = storage.validate(location)
+    assert problems == ["shard-000000_deals-0-599: no file of table facts in the manifest",
+                        "shards/facts/shard-000000_deals-0-599.parquet: not committed in the "
+                        "manifest (readers of the directory would see it; rerun to clean up)"]
+    manifest.commit({"index": 0, "first": 0, "last": 599, "deals": 600, "files": [record, facts_record]})
+    manifest.flush()
     problems, figures = storage.validate(location)
     assert problems == [] and figures["committed"] == 1
+    # Results of an earlier version of the per-deal schema are named as such.
+    location.write_json("run.json", {**run, "result_schema": "clocksweep-deals/2"})
+    problems, _ = storage.validate(location)
+    assert problems == ["run.json: the results are in record schema clocksweep-deals/2, this "
+                        "clocksweep reads clocksweep-deals/3; rerun the config with --fresh to "
+                        "write them again"]
+    location.write_json("run.json", run)
     with location.fs.open_output_stream(location.full(record["path"])) as stream:
         stream.write(b"PAR1 not what was committed")
     problems, _ = storage.validate(location)
