@@ -251,6 +251,19 @@ _ERRORS = {
 
 
 @_compiled_on_first_call
+def _tally_facts(won, kings, unvisited, tally):
+    """Count deals by (won, kings, unvisited) into ``tally``; the first deal out of range, or -1.
+    (One pass: numpy's bincount over int64 keys cost 15 ns a deal, a tenth of writing its row.)"""
+    for i in range(len(won)):
+        k, u = kings[i], unvisited[i]
+        if k < 0 or k >= FACT_RANGE or u < 0 or u >= FACT_RANGE:
+            return i
+    for i in range(len(won)):
+        tally[((won[i] != 0) * FACT_RANGE + kings[i]) * FACT_RANGE + unvisited[i]] += 1
+    return -1
+
+
+@_compiled_on_first_call
 def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restarts, stray,
            hint_float, hint_num, hint_den, restart_slot, counts, restart_counts, turned_counts,
            pile_counts, won_matrix, present):
@@ -352,14 +365,11 @@ class FactCounts:
 
     def add(self, cell: int, won, kings_at_bottom, unvisited_at_third_king) -> None:
         """Add the deal facts of deals of one (standard) cell."""
-        kings = np.asarray(kings_at_bottom, dtype=np.int64)
-        unvisited = np.asarray(unvisited_at_third_king, dtype=np.int64)
-        if len(kings) == 0:
-            return
-        if min(kings.min(), unvisited.min()) < 0 or max(kings.max(), unvisited.max()) >= FACT_RANGE:
-            raise ValueError("a deal fact out of range (kings_at_bottom, unvisited_at_third_king: 0..12)")
-        key = (np.asarray(won).astype(np.int64) * FACT_RANGE + kings) * FACT_RANGE + unvisited
-        self.tally[cell] += np.bincount(key, minlength=self.tally.shape[1])
+        as8 = lambda a: np.ascontiguousarray(a, dtype=np.int8)  # noqa: E731
+        bad = _tally_facts(as8(won), as8(kings_at_bottom), as8(unvisited_at_third_king), self.tally[cell])
+        if bad >= 0:
+            raise ValueError(f"deal {bad} of the batch: a deal fact out of range "
+                             "(kings_at_bottom, unvisited_at_third_king: 0..12)")
 
     def add_results(self, results: dict[str, np.ndarray]) -> None:
         """Add the standard cells' deals of kernel results (``results`` as `kernel.play` gives)."""
