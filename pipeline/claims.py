@@ -374,10 +374,10 @@ def _fact_source(figures, claim: Claim, column: str):
         for row in rows:
             key = (bool(row[0]), int(row[index]))
             counts[key] = counts.get(key, 0) + int(row[3])
-        return counts, f"cell {cell.label}, every deal ({column} of its records)"
+        return counts, f"cell {cell.label}, every deal ({column} counted in the shards' facts tables)"
     replay = figures.replay
     if replay is None or replay.count == 0:
-        claim.needs = (f"a standard cell (its records hold {column}), or a replay of the sweep's "
+        claim.needs = (f"a standard cell (the shards count its {column}), or a replay of the sweep's "
                        "deals (report --replay N, with the deal scheme the sweep used)")
         claim.basis = figures.replay_note or "no standard cell and no replay"
         return None

@@ -210,9 +210,10 @@ def run(config_path, overrides, dry_run, fresh, address):
 def validate(results_path):
     """Check a results directory: every shard against the manifest, the deal ranges whole.
 
-    Names each problem (missing, truncated or altered files, wrong schema or rows, gaps or
-    overlaps in the deal ranges, files the manifest does not list). Exit status 0 if all is
-    well, 1 if problems were found, 2 if RESULTS is not a results directory.
+    Names each problem (missing, truncated or altered files, wrong schema or rows, a shard
+    whose entry lacks a table's file or lists another's, gaps or overlaps in the deal ranges,
+    files the manifest does not list, results of an older record schema). Exit status 0 if
+    all is well, 1 if problems were found, 2 if RESULTS is not a results directory.
     """
     from pipeline import storage
 

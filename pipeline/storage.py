@@ -87,7 +87,8 @@ def parquet_options(table_schema: pa.Schema) -> dict:
     Measured on sweep batches (1e6 rows; benchmarks/sweep_bench.py runs the sweep): against
     byte-stream-split integers with zstd, writing costs 2-8 ns a row less and reading
     (the report) 23-24 ns a row less, a third, for 2.8-3.4 bytes a row instead of 1.9-2.8
-    (2.8 for standard play alone, 3.3 for configs/quick.toml, 3.4 for every cell).
+    (2.8 for standard play alone, 3.3 for configs/quick.toml, 3.4 for every cell). Since the
+    deal facts left the rows (result schema 3): 1.8, 3.3 and 3.25.
     No column statistics: they cost up to a quarter of the writing, and a shard's deal range
     is in its name and in the manifest. Batches of 64k values rather than the default 1k
     take a fifth off the writer's per-row cost.
@@ -456,9 +457,32 @@ def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
     return "; ".join(parts) or "column order"
 
 
+def entry_problem(entry: dict, tables) -> str | None:
+    """What is wrong with the files a manifest entry lists: each of ``tables`` once, at the
+    shard's own path (a file of another shard, or one listed twice, would be read as this one's)."""
+    shard = Shard(entry["index"], entry["first"], entry["last"] - entry["first"] + 1)
+    listed = [record["table"] for record in entry["files"]]
+    for table in sorted(set(tables) | set(listed)):
+        if table not in tables:
+            return f"{shard.stem}: a file of table {table}, which this record mode does not write"
+        if listed.count(table) == 0:
+            return f"{shard.stem}: no file of table {table} in the manifest"
+        if listed.count(table) > 1:
+            return f"{shard.stem}: {listed.count(table)} files of table {table} in the manifest"
+    for record in entry["files"]:
+        if record["path"] != shard.path(record["table"]):
+            return f"{shard.stem}: its {record['table']} file is listed as {record['path']}"
+    return None
+
+
 def shard_problem(location: Location, entry: dict, config_hash: str,
                   schemas: dict[str, pa.Schema] | None = None) -> str | None:
-    """The first problem of any of a committed shard's files, or None."""
+    """The first problem of a committed shard's manifest entry (given ``schemas``: one file of
+    each table, at its path) or of any of its files, or None."""
+    if schemas is not None:
+        problem = entry_problem(entry, schemas)
+        if problem:
+            return problem
     for record in entry["files"]:
         expected = (schemas or {}).get(record["table"])
         problem = file_problem(location, record, config_hash, expected)
@@ -561,12 +585,16 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
 
     version = version_problem(run)
     if version:
-        problems.append(version)
+        # Every file would differ from this version's schemas: the one line says it all.
+        committed = len(manifest.get("shards", []))
+        return [version], {"shards": len(plan), "committed": committed, "broken": committed,
+                           "deals": 0, "cells": len(run["cells"]), "files": 0, "rows": 0,
+                           "bytes": 0, "bytes_per_row": None}
     schemas = expected_schemas(config["record"])
     seen_schemas: dict[str, pa.Schema] = {}
     by_index: dict[int, dict] = {}
     broken: set[int] = set()
-    rows = size = files = 0
+    rows = size = row_bytes = files = 0
     for entry in manifest.get("shards", []):
         index = entry.get("index")
         if not isinstance(index, int) or not 0 <= index < len(plan):
@@ -581,9 +609,9 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             problems.append(f"{shard.stem}: manifest range {entry.get('first')}-{entry.get('last')} "
                             f"is not the plan's {shard.first}-{shard.last}")
         expected_rows = shard.count * len(run["cells"])
-        absent = sorted(set(schemas) - {record.get("table") for record in entry["files"]})
-        if absent:
-            problems.append(f"{shard.stem}: no file of table {', '.join(absent)} in the manifest")
+        listing = entry_problem(entry, schemas)
+        if listing:
+            problems.append(listing)
             broken.add(index)
         for record in entry["files"]:
             if record["table"] == DEALS_TABLE and record["rows"] != expected_rows:
@@ -600,6 +628,7 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
                     seen_schemas[record["table"]] = pq.read_schema(file)
             if record["table"] == DEALS_TABLE:
                 rows += record["rows"]
+                row_bytes += record["bytes"]
             size += record["bytes"]
             files += 1
 
@@ -620,7 +649,7 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
         "files": files,
         "rows": rows,
         "bytes": size,
-        "bytes_per_row": size / rows if rows else None,
+        "bytes_per_row": row_bytes / rows if rows else None,  # of the per-deal files
     }
     return problems, figures
 

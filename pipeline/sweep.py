@@ -364,6 +364,7 @@ class Outcome:
     deals: int = 0
     rows: int = 0
     bytes: int = 0
+    row_bytes: int = 0  # of the per-deal files alone: what bytes per row counts
     seconds: float = 0.0
     play_seconds: float = 0.0
 
@@ -452,6 +453,7 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         outcome.deals += entry["deals"]
         outcome.rows += entry["rows"]
         outcome.bytes += sum(record["bytes"] for record in entry["files"])
+        outcome.row_bytes += sum(r["bytes"] for r in entry["files"] if r["table"] == DEALS_TABLE)
     return outcome
 
 
@@ -472,6 +474,9 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> dict 
                 f"directory (no {RUN_FILE}); choose a new or empty directory"
             )
         return None
+    version = storage.version_problem(previous)
+    if version and not fresh:
+        raise storage.ResultsError(f"output: {where}: {version}")
     if previous.get("config_hash") != config.hash and not fresh:
         raise storage.ResultsError(
             f"output: {where} holds results of another config (hash "
@@ -606,7 +611,7 @@ def pause_from_env() -> tuple[float, str] | None:
 
 def summary_line(config: SweepConfig, outcome: Outcome) -> str:
     """The closing line of a run."""
-    bytes_per_row = f", {outcome.bytes / outcome.rows:.2f} bytes/row" if outcome.rows else ""
+    bytes_per_row = f", {outcome.row_bytes / outcome.rows:.2f} bytes/row" if outcome.rows else ""
     rate = ""
     if outcome.played and outcome.play_seconds > 0:
         rate = (f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s "

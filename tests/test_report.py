@@ -328,6 +328,28 @@ def test_damaged_shard_is_left_out_and_named(both_modes, tmp_path):
     assert "sha256" in provenance["shards_not_read"][0]
     assert all(cell["n"] == 2600 for cell in made.document["cells"])
     assert provenance["deal_ranges_read"] == ["0-1299", "2600-3899"]
+    standard = sum(cell.variant == "standard" for cell in made.loaded.cells)
+    assert made.loaded.tables["facts"]["n"].sum() == 2600 * standard  # the shards read only
+
+
+def test_a_shard_listing_another_shards_facts_is_left_out(both_modes, tmp_path):
+    # Shard 1's entry names shard 0's facts file (whole, and with the right checksum): read
+    # as shard 1's, it would count shard 0's deal facts twice.
+    where = tmp_path / "relisted"
+    shutil.copytree(both_modes[0], where)
+    shutil.rmtree(where / "report", ignore_errors=True)
+    manifest = json.loads((where / "manifest.json").read_text())
+    entries = manifest["shards"]
+    facts_of = lambda entry: next(r for r in entry["files"] if r["table"] == "facts")  # noqa: E731
+    entries[1]["files"] = [r if r["table"] != "facts" else facts_of(entries[0]) for r in entries[1]["files"]]
+    (where / "manifest.json").write_text(json.dumps(manifest))
+    made = report.build(str(where), replay=0, plots_enabled=False)
+    provenance = made.document["provenance"]
+    assert provenance["shards_read"] == 2
+    assert "its facts file is listed as shards/facts/shard-000000" in provenance["shards_not_read"][0]
+    standard = sum(cell.variant == "standard" for cell in made.loaded.cells)
+    assert made.loaded.tables["facts"]["n"].sum() == 2600 * standard
+    assert CliRunner().invoke(cli, ["validate", str(where)]).exit_code == 1
 
 
 def test_provenance(deals_report):

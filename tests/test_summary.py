@@ -159,7 +159,9 @@ def test_per_deal_rows_give_the_same_tables(results, tables, shuffled):
     shard.add_rows(*(column[:half] for column in columns))
     shard.add_rows(*(column[half:] for column in columns))
     from_rows = shard.tables()
-    # Per-deal rows do not carry the deal facts: a per-deal sweep counts them as it plays.
+    # Per-deal rows do not carry the deal facts: a per-deal sweep counts them as it plays, with
+    # the FactCounts that summarise uses (so that part only shows the two paths are one; the
+    # facts themselves are held to the kernel by test_facts_match_the_kernel_on_standard_cells).
     assert from_rows.pop("facts").num_rows == 0
     facts = summary.FactCounts(CELLS)
     facts.add_results(results)
@@ -206,3 +208,13 @@ def test_hint_values_cover_every_kernel_hint(results):
     values = np.float32(results["hint_num"][rescued]) / np.float32(results["hint_den"][rescued])
     assert np.isin(values, summary.HINT_VALUES).all()
     assert len(summary.HINT_VALUES) == len(set(summary.HINT_VALUES.tolist()))
+
+
+def test_a_deal_fact_out_of_range_is_refused():
+    facts = summary.FactCounts(CELLS)
+    ok = np.array([0, 1, 12], dtype=np.int8)
+    facts.add(0, [True, False, True], ok, ok)
+    for kings, unvisited in [([0, 13, 0], ok), (ok, [0, 0, -1])]:
+        with pytest.raises(ValueError, match="deal 1 of the batch|deal 2 of the batch"):
+            facts.add(0, [True, False, True], np.array(kings, dtype=np.int8), np.array(unvisited, dtype=np.int8))
+    assert facts.tally.sum() == 3  # nothing of a refused batch was counted

@@ -92,7 +92,7 @@ def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def content(out: Path) -> pl.DataFrame:
-    """Every row of a results directory, read by Polars over the shards directory, sorted."""
+    """Every per-deal row of a results directory, read by Polars over shards/deals, sorted."""
     frame = pl.scan_parquet(out / "shards" / "deals").collect()
     return as_strings(frame).sort(SORT_KEY, nulls_last=True)
 
@@ -250,7 +250,7 @@ def test_deal_batch_matches_schema_for_each_kind_of_cell(cells):
 # --- Nothing lost, nothing mixed ----------------------------------------------------------
 
 
-def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
+def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected, expected_facts):
     out = tmp_path / "res"
     run_ok(config_file, out)
     from pipeline import report
@@ -266,29 +266,44 @@ def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected):
     data[len(data) // 3] ^= 0xFF
     altered.write_bytes(bytes(data))
     deleted.unlink()
+    facts_deleted = out / "shards" / "facts" / files[4].name  # a shard's rows intact, its facts gone
+    facts_deleted.unlink()
     stray = out / "shards" / "deals" / "shard-000099_deals-0-1.parquet"
     stray.write_bytes(files[0].read_bytes())
 
     checked = validate_cli(out)
     assert checked.exit_code == 1
     problems = [line for line in checked.output.splitlines() if line.startswith("problem: ")]
-    assert len(problems) == 4, checked.output
+    assert len(problems) == 5, checked.output
     text = checked.output
     assert f"{truncated.name}: " in text and "truncated" in text
     assert f"{altered.name}: sha256 differs" in text
-    assert f"{deleted.name}: missing" in text
+    assert f"deals/{deleted.name}: missing" in text
+    assert f"facts/{facts_deleted.name}: missing" in text
     assert "shards missing" not in text  # the manifest still lists it; the file is what is gone
     assert f"{stray.name}: not committed" in text
-    assert "5/5 shards committed, 3 with problems" in text
+    assert "5/5 shards committed, 4 with problems" in text
 
     redo = run_ok(config_file, out)
-    for name in (truncated.name, altered.name, deleted.name):
+    for name in (truncated.name, altered.name, deleted.name, facts_deleted.name):
         assert name in redo.stderr and "redoing" in redo.stderr
-    assert "2 already committed" in redo.stderr and "3 played" in redo.stderr
+    assert "1 already committed" in redo.stderr and "4 played" in redo.stderr
     assert not stray.exists()
     assert not (out / "report").exists()  # shards were redone: the report is gone
     assert validate_cli(out).exit_code == 0
     assert content(out).equals(expected)
+    assert fact_counts(out) == expected_facts
+
+
+def assert_refused(config_file: Path, out: Path, reason: str) -> None:
+    """A run of seed 7 into ``out`` is refused in one line naming ``reason`` and --fresh, and
+    changes nothing there."""
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    refused = run_cli(config_file, f"--set=output={out}", "--set=seed=7")
+    assert refused.exit_code == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert reason in line and "--fresh" in line
+    assert before == {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
 
 def test_other_config_refused_unless_fresh(config_file, tmp_path):
@@ -298,12 +313,7 @@ def test_other_config_refused_unless_fresh(config_file, tmp_path):
 
     report.build(str(out), replay=0, plots_enabled=False)  # a report of the first config
     assert (out / "report" / "report.json").exists()
-    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    refused = run_cli(config_file, f"--set=output={out}", "--set=seed=7")
-    assert refused.exit_code == 2
-    (line,) = refused.stderr.strip().splitlines()
-    assert "another config" in line and "--fresh" in line
-    assert before == {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert_refused(config_file, out, "another config")
 
     fresh = run_cli(config_file, f"--set=output={out}", "--set=seed=7", "--fresh")
     assert fresh.exit_code == 0, fresh.output
@@ -312,6 +322,13 @@ def test_other_config_refused_unless_fresh(config_file, tmp_path):
     assert content(out)["seed"].unique().to_list() == [7]
     assert not (out / "report").exists()  # it described the results replaced
     assert validate_cli(out).exit_code == 0
+
+    # Results of an older record schema: named as such, never mixed with new shards.
+    run["result_schema"] = "clocksweep-deals/2"
+    (out / "run.json").write_text(json.dumps(run))
+    assert_refused(config_file, out, "record schema clocksweep-deals/2")
+    checked = validate_cli(out)
+    assert checked.exit_code == 1 and checked.output.count("problem: ") == 1
 
 
 def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
@@ -342,7 +359,7 @@ def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
     assert "retrying" in result.stderr
     attempts = {e["index"]: e["attempts"] for e in manifest(out)["shards"]}
     assert attempts[index] == 2 and sorted(attempts) == list(range(5))
-    assert not list((out / "shards").glob(".*"))  # no temporary file left behind
+    assert not list((out / "shards").rglob(".*"))  # no temporary file left behind
     assert validate_cli(out).exit_code == 0
     assert content(out).equals(expected)
 
