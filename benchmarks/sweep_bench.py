@@ -14,6 +14,11 @@ Figures, not assertions (the machine may be shared; the load average is printed)
   ``--cpus`` CPUs; the rate counts from the first task submitted to the last shard committed
   (Ray's start excluded; the total wall time is given too). ratio = sweep rate / (kernel
   rate x CPUs): 1.0 would mean Ray, table building and Parquet cost nothing.
+- the split of the sweep's CPU time (CPUs x its duration), from the manifest's per-shard
+  seconds: the kernel and the rest of the tasks at their steady per-deal cost (shards after
+  each worker's first), the workers' start (the first shards' excess: imports, numba's cache)
+  and idling. Taken within the one run, it does not move with the VM's speed, which the
+  ratios to kernel rates measured before and after do (this VM drifts by 15-30%).
 - bytes per row of the Parquet written, and the driver's peak RSS for a small and a large
   sweep with the same shard size: flat memory means the driver holds no rows.
 """
