@@ -14,9 +14,10 @@ Two claims are about facts of a deal beyond its outcome: which hour piles the ch
 taken from by the third king, and the bottom cards of the layout. Each shard counts them on
 its standard cells, by outcome, in its ``facts`` table (``unvisited_at_third_king``,
 ``kings_at_bottom``; both record modes), so they are measured on every deal of the sweep's
-standard cell. A sweep without a standard cell gets a replay of its first deals instead (`replay_standard`: the kernel's standard play on
-the same seed, deal numbers and order), checked in per-deal mode against the sweep's own
-record of each deal's outcome where it has one.
+standard cell. A sweep without a standard cell gets a replay of its first deals instead
+(`replay_standard`: the kernel's standard play on the same seed, deal numbers and order),
+checked in per-deal mode against the sweep's own record of each deal's outcome where it has
+one.
 """
 
 from __future__ import annotations
@@ -374,11 +375,12 @@ def _fact_source(figures, claim: Claim, column: str):
         for row in rows:
             key = (bool(row[0]), int(row[index]))
             counts[key] = counts.get(key, 0) + int(row[3])
-        return counts, f"cell {cell.label}, every deal ({column} counted in the shards' facts tables)"
+        return counts, (f"cell {cell.label}, every deal ({column} counted in the shards' "
+                        "facts tables)")
     replay = figures.replay
     if replay is None or replay.count == 0:
-        claim.needs = (f"a standard cell (the shards count its {column}), or a replay of the sweep's "
-                       "deals (report --replay N, with the deal scheme the sweep used)")
+        claim.needs = (f"a standard cell (the shards count its {column}), or a replay of the "
+                       "sweep's deals (report --replay N, with the deal scheme the sweep used)")
         claim.basis = figures.replay_note or "no standard cell and no replay"
         return None
     if replay.mismatches:

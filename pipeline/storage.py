@@ -9,10 +9,11 @@ A results directory (a local path or any `pyarrow.fs` URI) holds:
   success; readers use only the files it lists.
 - ``report/``: what `clocksweep report` wrote; a run removes it when it commits a shard, or
   starts over (``--fresh``), since it no longer describes the results.
-- ``shards/``: one file per shard and table, ``shards/<table>/shard-000012_deals-120000-129999.parquet``,
-  so that each directory holds one schema and any Parquet reader can scan it whole. Record
-  mode ``deals`` writes the per-deal rows (``shards/deals/``) and the deal facts counted
-  (``shards/facts/``, the summary table of that name); ``summary`` writes the six summary tables.
+- ``shards/``: one file per shard and table,
+  ``shards/<table>/shard-000012_deals-120000-129999.parquet``, so that each directory holds
+  one schema and any Parquet reader can scan it whole. Record mode ``deals`` writes the
+  per-deal rows (``shards/deals/``) and the deal facts counted (``shards/facts/``, the
+  summary table of that name); ``summary`` writes the six summary tables.
 
 Files are named by shard index and deal range, never by a random id, and their bytes are a
 function of the config alone (no timestamps, no host names), so a shard redone anywhere is
@@ -460,8 +461,11 @@ def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
 def entry_problem(entry: dict, tables) -> str | None:
     """What is wrong with the files a manifest entry lists: each of ``tables`` once, at the
     shard's own path (a file of another shard, or one listed twice, would be read as this one's)."""
-    shard = Shard(entry["index"], entry["first"], entry["last"] - entry["first"] + 1)
-    listed = [record["table"] for record in entry["files"]]
+    try:
+        shard = Shard(int(entry["index"]), int(entry["first"]), int(entry["last"]) - int(entry["first"]) + 1)
+        listed = [record["table"] for record in entry["files"]]
+    except (KeyError, TypeError, ValueError) as error:
+        return f"shard {entry.get('index')!r}: malformed manifest entry ({type(error).__name__}: {error})"
     for table in sorted(set(tables) | set(listed)):
         if table not in tables:
             return f"{shard.stem}: a file of table {table}, which this record mode does not write"
