@@ -153,9 +153,15 @@ def odds(as_json):
         click.echo(f"{who:<22} {record['quantity']:<22} {value:>48}  = {decimal:.10f}")
 
 
+def _finite(ctx, param, value):
+    if value != value:  # nan passes FloatRange's comparisons
+        raise click.BadParameter("nan is not a number of seconds; expected 0.1 to 600")
+    return value
+
+
 @cli.command()
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 600),
-              help="Time given to each measurement.")
+              callback=_finite, help="Time given to each measurement.")
 @click.option("--json", "as_json", is_flag=True, help="The figures as one JSON object.")
 def bench(seconds, as_json):
     """Deals per second on one core: the kernel and the reference engine, and their ratio."""

@@ -203,6 +203,8 @@ def load(path: str, overrides: tuple[str, ...] | list[str] = ()) -> SweepConfig:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 text") from None
     for override in overrides:
         apply_override(raw, override)
     return from_dict(raw, source=path)
@@ -238,10 +240,10 @@ def apply_override(raw: dict, override: str) -> None:
 def parse_int(key: str, text: str, allowed: str) -> int:
     """An integer from the command line: 1000000, 1_000_000 or 1e6."""
     digits = text.replace("_", "")
-    if digits.isdigit():
+    if digits.isascii() and digits.isdigit():  # not '²' (isdigit) nor other scripts' digits (int)
         return int(digits)
     try:
-        number = float(digits)
+        number = float(digits) if digits.isascii() else None
     except ValueError:
         number = None
     if number is not None and number.is_integer() and 0 <= number < 2**53:
@@ -312,7 +314,7 @@ def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
     if not low <= value <= high:
-        raise ConfigError(f"{key_name}: {value} is out of range; expected {allowed}")
+        raise ConfigError(f"{key_name}: {value} is out of range {low}..{high}; expected {allowed}")
     return value
 
 

@@ -794,6 +794,8 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
             return build(where, replay, out, plots_enabled, workers, plotter)
     import time
 
+    if out is not None and ("://" in out or not out.strip()):
+        raise ReportError(f"--out: {out!r}: expected a local directory path")
     timings, clock = {}, [time.perf_counter()]
 
     def lap(phase: str) -> None:
@@ -842,7 +844,11 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
     )
     document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
     lap("claims and comparisons")
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise ReportError(f"--out: {directory}: cannot write a report there "
+                          f"({error.strerror or error})") from None
     write_all(directory, document, figures, finish_plots)
     lap("write")
     return Report(loaded, figures, claims, document, directory, timings)

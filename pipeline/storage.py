@@ -275,8 +275,12 @@ class Location:
             return None
         import fcntl
 
-        os.makedirs(self.root, exist_ok=True)
-        handle = open(self.full(LOCK_FILE), "a+")
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            handle = open(self.full(LOCK_FILE), "a+")
+        except OSError as error:
+            raise ResultsError(f"output: {self.where}: cannot write there "
+                               f"({error.strerror or error})") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -540,8 +544,46 @@ def uncommitted_files(location: Location, manifest: dict | None) -> list[str]:
 # --- Reading and validating a results directory -------------------------------------------
 
 
+def _is_count(value, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def run_record_problem(run) -> str | None:
+    """What keeps a run.json's content from being read as a run record (the fields that
+    `validate` and the report rely on), or None."""
+    if not isinstance(run, dict):
+        return f"it holds a JSON {type(run).__name__}, not an object"
+    config = run.get("config")
+    if not isinstance(config, dict):
+        return "it has no config"
+    for key, least in (("first", 0), ("deals", 1), ("shard_size", 1)):
+        if not _is_count(config.get(key), least):
+            return f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
+    if not isinstance(run.get("cells"), list) or not isinstance(run.get("config_hash"), str):
+        return "it has no list of cells or no config_hash"
+    return None
+
+
+def manifest_problem(manifest) -> str | None:
+    """What keeps a manifest.json's content from being read as one, or None."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
+        return "it is not an object with a list of shards"
+    for entry in manifest["shards"]:
+        files = entry.get("files") if isinstance(entry, dict) else None
+        if not (isinstance(files, list)
+                and all(_is_count(entry.get(key)) for key in ("index", "first", "last", "deals"))
+                and all(isinstance(record, dict)
+                        and all(isinstance(record.get(key), str) for key in ("table", "path", "sha256"))
+                        and _is_count(record.get("rows")) and _is_count(record.get("bytes"))
+                        for record in files)):
+            shown = entry.get("index") if isinstance(entry, dict) else entry
+            return f"its shard entry {shown!r} is malformed"
+    return None
+
+
 def open_results(where: str | Location) -> tuple[Location, dict, dict | None]:
-    """A results directory's location, run record and manifest; ResultsError if it is none."""
+    """A results directory's location, run record and manifest; ResultsError if it is none.
+    A manifest that cannot be read is given as ``{"invalid": True, "why": ...}``."""
     location = where if isinstance(where, Location) else Location(where)
     if not location.exists():
         raise ResultsError(f"{location.where}: no such directory")
@@ -549,12 +591,24 @@ def open_results(where: str | Location) -> tuple[Location, dict, dict | None]:
         run = location.read_json(RUN_FILE)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ResultsError(f"{location.where}: {RUN_FILE} is not valid JSON") from None
+    except OSError as error:
+        raise ResultsError(f"{location.where}: {RUN_FILE} cannot be read "
+                           f"({str(error).splitlines()[0]})") from None
     if run is None:
         raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
+    problem = run_record_problem(run)
+    if problem:
+        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: {problem}")
     try:
         manifest = location.read_json(MANIFEST_FILE)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        manifest = {"invalid": True}
+        manifest = {"invalid": True, "why": "not valid JSON"}
+    except OSError as error:
+        manifest = {"invalid": True, "why": f"cannot be read ({str(error).splitlines()[0]})"}
+    unread = isinstance(manifest, dict) and manifest.get("invalid")
+    problem = manifest_problem(manifest) if manifest is not None and not unread else None
+    if problem:
+        manifest = {"invalid": True, "why": f"not a clocksweep manifest: {problem}"}
     return location, run, manifest
 
 
@@ -581,8 +635,8 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
         manifest = {"shards": []}
         problems.append(f"{MANIFEST_FILE}: missing (no shard committed)")
     elif manifest.get("invalid"):
+        problems.append(f"{MANIFEST_FILE}: {manifest.get('why', 'not valid JSON')}")
         manifest = {"shards": []}
-        problems.append(f"{MANIFEST_FILE}: not valid JSON")
     elif manifest.get("config_hash") != config_hash:
         problems.append(f"{MANIFEST_FILE}: belongs to another config (hash "
                         f"{str(manifest.get('config_hash'))[:12]}, run.json has {config_hash[:12]})")
@@ -674,7 +728,9 @@ class Manifest:
         """Load the committed shards whose files still verify: (index, problem) for the rest."""
         try:
             raw = self.location.read_json(MANIFEST_FILE)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, OSError):
+            raw = []
+        if raw is not None and manifest_problem(raw):
             return [(-1, f"{MANIFEST_FILE} is unreadable, so every shard is redone")]
         if raw is None or raw.get("config_hash") != self.config_hash:
             return []

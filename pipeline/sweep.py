@@ -22,6 +22,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import pyarrow as pa
+
 from pipeline import config as sweep_config
 from pipeline import storage
 from pipeline.config import ConfigError, SweepConfig
@@ -387,7 +389,11 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     shards = plan(config)
     outcome = Outcome(shards=len(shards))
     # Read-only checks first: nothing is written unless the run may go ahead.
-    previous = read_previous(location, config, fresh)
+    try:
+        previous = read_previous(location, config, fresh)
+    except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
+        raise storage.ResultsError(f"output: {config.output}: cannot be read "
+                                   f"({str(error).strip().splitlines()[-1]})") from None
     manifest = storage.Manifest(location, config.hash)
     notes = []
     if previous is not None and not fresh:
@@ -462,9 +468,12 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> dict 
     where = config.output
     try:
         previous = location.read_json(RUN_FILE)
-    except (ValueError, UnicodeDecodeError):
+        unusable = previous is not None and storage.run_record_problem(previous)
+    except (ValueError, UnicodeDecodeError, OSError):
+        unusable = "not valid JSON"
+    if unusable:
         if not fresh:
-            raise storage.ResultsError(f"output: {where}: {RUN_FILE} is unreadable; "
+            raise storage.ResultsError(f"output: {where}: {RUN_FILE} is unreadable ({unusable}); "
                                        "use --fresh to start over there") from None
         return {}
     if previous is None:

@@ -7,6 +7,7 @@ stderr naming the key, and nothing written.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -194,6 +195,9 @@ finale = ["down"]
     ("ray.num_cpus=two", ["ray.num_cpus: 'two' is not an integer"]),
     ("record=summaries", ["record: 'summaries' is not known"]),
     ("output=gopher://host/x", ["output: URI scheme 'gopher'"]),
+    ("deals=\u00b2", ["deals: '\u00b2' is not an integer"]),  # a digit to str.isdigit, not to int()
+    ("deals=\u0663", ["deals: '\u0663' is not an integer"]),  # Arabic-Indic three: ASCII digits only
+    ("ray.max_retries=101", ["ray.max_retries: 101 is out of range 0..100"]),
 ])
 def test_override_errors(base, override, words):
     path, out = base
@@ -219,6 +223,61 @@ def test_output_errors(base, tmp_path):
 
 def test_missing_config_file(tmp_path):
     assert_one_line_error(run_cli(["run", str(tmp_path / "nope.toml")]), ["nope.toml"])
+
+
+def test_config_file_not_text(tmp_path):
+    path = tmp_path / "binary.toml"
+    path.write_bytes(b"\xff\xfe\x00name")
+    assert_one_line_error(run_cli(["run", str(path), "--dry-run"]), ["binary.toml", "not UTF-8"])
+
+
+def test_bench_seconds_must_be_a_number():
+    result = run_cli(["bench", "--seconds", "nan"])
+    assert result.exit_code == 2 and "nan" in result.output and "Traceback" not in result.output
+
+
+RUN_RECORD = {"config": {"first": 0, "deals": 10, "shard_size": 10, "record": "deals"},
+              "cells": [], "config_hash": "h", "record": "deals"}
+
+
+@pytest.mark.parametrize("run_json, words", [
+    ("[]", ["run.json is not a clocksweep run record", "a JSON list, not an object"]),
+    ('"x"', ["run.json is not a clocksweep run record"]),
+    ("{}", ["run.json is not a clocksweep run record", "no config"]),
+    (json.dumps({**RUN_RECORD, "config": {**RUN_RECORD["config"], "deals": "x"}}),
+     ["run.json is not a clocksweep run record", "config.deals is 'x'"]),
+    (json.dumps({key: value for key, value in RUN_RECORD.items() if key != "cells"}),
+     ["run.json is not a clocksweep run record", "no list of cells"]),
+    (None, ["run.json cannot be read"]),  # run.json is a directory
+])
+def test_malformed_run_records_are_named(tmp_path, run_json, words):
+    where = tmp_path / "results"
+    where.mkdir()
+    if run_json is None:
+        (where / "run.json").mkdir()
+    else:
+        (where / "run.json").write_text(run_json)
+    for command in ("validate", "report"):
+        assert_one_line_error(run_cli([command, str(where)]), words)
+    assert sorted(p.name for p in where.iterdir()) == ["run.json"]
+
+
+@pytest.mark.parametrize("manifest_json, words", [
+    ("[]", ["not a clocksweep manifest", "not an object with a list of shards"]),
+    ('{"shards": 5}', ["not a clocksweep manifest"]),
+    ('{"shards": [{"index": "a"}]}', ["not a clocksweep manifest", "shard entry 'a' is malformed"]),
+])
+def test_malformed_manifests_are_named(tmp_path, manifest_json, words):
+    where = tmp_path / "results"
+    where.mkdir()
+    from pipeline import schema
+
+    (where / "run.json").write_text(json.dumps({**RUN_RECORD, "result_schema": schema.RESULT_SCHEMA_VERSION}))
+    (where / "manifest.json").write_text(manifest_json)
+    checked = run_cli(["validate", str(where)])
+    assert checked.exit_code == 1 and "Traceback" not in checked.output
+    assert any(all(word in line for word in words) for line in checked.output.splitlines())
+    assert_one_line_error(run_cli(["report", str(where)]), ["no readable manifest.json"])
 
 
 def test_validate_bad_input(tmp_path):

@@ -286,7 +286,9 @@ def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
     if setup == "bad_run":
         (where / "run.json").write_text("{not json")
     if setup == "no_manifest":
-        (where / "run.json").write_text(json.dumps({"record": "deals", "cells": []}))
+        (where / "run.json").write_text(json.dumps({
+            "record": "deals", "cells": [], "config_hash": "h",
+            "config": {"first": 0, "deals": 10, "shard_size": 10, "record": "deals"}}))
     result = CliRunner().invoke(cli, ["report", str(where)])
     assert result.exit_code == 2
     assert expected in result.output and "Traceback" not in result.output
@@ -302,6 +304,21 @@ def test_results_of_an_older_record_schema_are_named_not_misread(both_modes, tmp
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "record schema clocksweep-deals/2, this clocksweep reads clocksweep-deals/3" in result.output
     assert not (where / "report").exists()
+
+
+def test_report_out_must_be_a_writable_local_directory(both_modes, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    for out, words in [("foo://bar", "expected a local directory path"),
+                       ("", "expected a local directory path"),
+                       (str(a_file / "sub"), "cannot write a report there")]:
+        result = CliRunner().invoke(cli, ["report", str(both_modes[1]), "--no-plots",
+                                          "--replay", "0", "--out", out])
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert words in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
 def test_cli_errors_from_the_real_entry_point(tmp_path):

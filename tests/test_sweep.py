@@ -330,6 +330,18 @@ def test_other_config_refused_unless_fresh(config_file, tmp_path):
     checked = validate_cli(out)
     assert checked.exit_code == 1 and checked.output.count("problem: ") == 1
 
+    # A run record that is not one: named, and only --fresh starts over there.
+    (out / "run.json").write_text("[]")
+    assert_refused(config_file, out, "run.json is unreadable (it holds a JSON list, not an object)")
+
+
+def test_output_that_cannot_be_created(config_file):
+    # /proc takes no new directory, even from root: the run says so in one line.
+    refused = run_cli(config_file, "--set=output=/proc/clocksweep-test/out")
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    (line,) = refused.stderr.strip().splitlines()
+    assert "output: /proc/clocksweep-test/out: cannot write there" in line
+
 
 def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
     """SIGKILL of a Ray worker mid-shard: the shard is retried, the sweep completes."""
