@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -285,6 +286,9 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
     import ray
 
     started = False
+    if address is not None and not address.strip():
+        raise ConfigError("--address: empty; expected HOST:PORT of a Ray cluster's head, "
+                          "ray://HOST:PORT or auto")
     if ray.is_initialized():
         kind = "the Ray session already open in this process"
     else:
@@ -300,7 +304,13 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
             options["num_cpus"] = config.ray.get("num_cpus")
             options["include_dashboard"] = False
         try:
-            ray.init(**options)
+            # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
+            # one line says it; on success its warnings are shown as usual.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ray.init(**options)
+            for warning in caught:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
         except (ConnectionError, ValueError, RuntimeError) as error:
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             if source is None:
@@ -328,18 +338,20 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
 
 def check_reachable(source: str, address: str) -> None:
     """Fail fast, in one line, when nothing listens at a HOST:PORT address (ray.init would
-    retry for minutes). Other forms ('auto', 'ray://...') are left to Ray."""
+    retry for minutes; Ray's client, half a minute). Other forms ('auto', ...) are left to Ray."""
     import socket
 
-    host, colon, port = address.rpartition(":")
-    if not colon or not port.isdigit() or "://" in address:
+    client = address.startswith("ray://")
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit() or "://" in host:
         return
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
     except OSError as error:
         raise ConfigError(
-            f"{source}: nothing answers at {address} ({error.strerror or error}); "
-            "expected the HOST:PORT of a Ray cluster's head (`ray start --head`)"
+            f"{source}: nothing answers at {address} ({error.strerror or error}); expected "
+            + ("ray://HOST:PORT of a Ray client server (`ray start --head` serves one on 10001)"
+               if client else "the HOST:PORT of a Ray cluster's head (`ray start --head`)")
         ) from None
 
 

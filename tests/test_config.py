@@ -296,3 +296,7 @@ def test_unreachable_address(base):
         port = probe.getsockname()[1]
     assert_one_line_error(run_cli(["run", str(path), "--address", f"127.0.0.1:{port}"]),
                           ["--address: nothing answers at 127.0.0.1:", "ray start --head"], out)
+    assert_one_line_error(run_cli(["run", str(path), "--address", ""]), ["--address: empty"], out)
+    # Ray's client address form: the same, at once, not after the client's 30-second timeout.
+    assert_one_line_error(run_cli(["run", str(path), "--address", f"ray://127.0.0.1:{port}"]),
+                          [f"--address: nothing answers at ray://127.0.0.1:{port}", "10001"], out)
