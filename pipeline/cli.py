@@ -34,6 +34,9 @@ class CleanGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("clocksweep: aborted", err=True)
             sys.exit(1)
+        except click.exceptions.NoArgsIsHelpError as error:
+            click.echo(error.ctx.get_help())  # `clocksweep` alone: the help, as --help gives it
+            sys.exit(0)
         except click.ClickException as error:
             message = error.format_message().replace("\n", " ")
             click.echo(f"clocksweep: error: {message}", err=True)

@@ -257,3 +257,11 @@ def test_bad_input_is_one_line_and_exit_status_2(args, names):
     assert "Traceback" not in result.output
     assert names in lines[0], lines[0]
     assert result.stdout == ""  # the message goes to stderr
+
+
+def test_bare_command_prints_the_help():
+    """`clocksweep` alone gives the help as --help does (not squashed onto one error line)."""
+    bare = CliRunner().invoke(cli, [])
+    assert bare.exit_code == 0
+    assert bare.output == CliRunner().invoke(cli, ["--help"]).output
+    assert bare.output.startswith("Usage: ") and "\nCommands:\n" in bare.output
