@@ -40,6 +40,11 @@ ROWS_PER_BATCH = {"deals": 500_000, "summary": 4_000_000}
 PROGRESS_INTERVAL = 1.0  # seconds between progress refreshes on a terminal
 PROGRESS_INTERVAL_LOG = 10.0  # ... and between progress lines when stderr is a file
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
+# How long a cluster address that accepts connections may take to answer as Ray before the
+# run gives up (Ray itself retries without end when something else listens there); a
+# healthy cluster answers in a few seconds. The environment variable overrides it (tests).
+CONNECT_SECONDS = 60.0
+CONNECT_SECONDS_ENV = "CLOCKSWEEP_CONNECT_SECONDS"
 
 # Test hook, read by the driver and passed to tasks: "SECONDS:DIRECTORY" makes every task,
 # once its first batch is written (a temporary file exists), write its pid to
@@ -303,12 +308,20 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
         if value == "local":
             options["num_cpus"] = config.ray.get("num_cpus")
             options["include_dashboard"] = False
+        watchdog = None if source is None else give_up_after(
+            float(os.environ.get(CONNECT_SECONDS_ENV, CONNECT_SECONDS)),
+            f"{source}: {value} accepts connections, but no Ray cluster answered there within "
+            "{seconds:g} s; expected the address of a Ray cluster's head (`ray start --head`)")
         try:
             # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
             # one line says it; on success its warnings are shown as usual.
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                ray.init(**options)
+                try:
+                    ray.init(**options)
+                finally:
+                    if watchdog is not None:
+                        watchdog.cancel()
             for warning in caught:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
         except (ConnectionError, ValueError, RuntimeError) as error:
@@ -334,6 +347,23 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
         ],
     }
     return started, cluster
+
+
+def give_up_after(seconds: float, message: str):
+    """A started timer that, unless cancelled within ``seconds``, ends the process with the
+    one-line error ``message`` (its ``{seconds}`` filled in) and exit status 2: for a wait
+    inside Ray that cannot be interrupted otherwise. Only used before anything is written."""
+    import threading
+
+    def give_up() -> None:
+        sys.stderr.write(f"clocksweep: error: {message.format(seconds=seconds)}\n")
+        sys.stderr.flush()
+        os._exit(2)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def check_reachable(source: str, address: str) -> None:

@@ -300,3 +300,44 @@ def test_unreachable_address(base):
     # Ray's client address form: the same, at once, not after the client's 30-second timeout.
     assert_one_line_error(run_cli(["run", str(path), "--address", f"ray://127.0.0.1:{port}"]),
                           [f"--address: nothing answers at ray://127.0.0.1:{port}", "10001"], out)
+
+
+def test_address_that_answers_but_is_not_ray(base):
+    """Something listens at the address but is not Ray (Ray would wait without end): the run
+    gives up after CLOCKSWEEP_CONNECT_SECONDS with one error line, exit 2, nothing written."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    path, out = base
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    held = []
+
+    def accept_and_hold():  # take every connection, never answer
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept_and_hold, daemon=True).start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run", str(path),
+             "--address", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=240,
+            env={**os.environ, "CLOCKSWEEP_CONNECT_SECONDS": "5", "RAY_ADDRESS": ""})
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]  # Ray may log its retries before it
+    assert last.startswith("clocksweep: error: --address: 127.0.0.1:")
+    assert "no Ray cluster answered there within 5 s" in last
+    assert not out.exists()
