@@ -435,7 +435,7 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         previous = read_previous(location, config, fresh)
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
         raise storage.ResultsError(f"output: {config.output}: cannot be read "
-                                   f"({str(error).strip().splitlines()[-1]})") from None
+                                   f"({(str(error).strip().splitlines() or [''])[0]})") from None
     manifest = storage.Manifest(location, config.hash)
     notes = []
     if previous is not None and not fresh:
