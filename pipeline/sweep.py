@@ -40,9 +40,10 @@ ROWS_PER_BATCH = {"deals": 500_000, "summary": 4_000_000}
 PROGRESS_INTERVAL = 1.0  # seconds between progress refreshes on a terminal
 PROGRESS_INTERVAL_LOG = 10.0  # ... and between progress lines when stderr is a file
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
-# How long a cluster address that accepts connections may take to answer as Ray before the
-# run gives up (Ray itself retries without end when something else listens there); a
-# healthy cluster answers in a few seconds. The environment variable overrides it (tests).
+# How long a cluster address that accepts connections may take to answer as Ray, and an
+# object store to answer the first look at the output, before the run gives up (Ray retries
+# without end when something else listens at its address; an object store's client retries
+# for minutes); a healthy one answers in seconds. The environment variable overrides it.
 CONNECT_SECONDS = 60.0
 CONNECT_SECONDS_ENV = "CLOCKSWEEP_CONNECT_SECONDS"
 
@@ -309,9 +310,9 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
             options["num_cpus"] = config.ray.get("num_cpus")
             options["include_dashboard"] = False
         watchdog = None if source is None else give_up_after(
-            float(os.environ.get(CONNECT_SECONDS_ENV, CONNECT_SECONDS)),
+            connect_seconds(),
             f"{source}: {value} accepts connections, but no Ray cluster answered there within "
-            "{seconds:g} s; expected the address of a Ray cluster's head (`ray start --head`)")
+            "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)")
         try:
             # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
             # one line says it; on success its warnings are shown as usual.
@@ -349,14 +350,19 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
     return started, cluster
 
 
+def connect_seconds() -> float:
+    return float(os.environ.get(CONNECT_SECONDS_ENV, CONNECT_SECONDS))
+
+
 def give_up_after(seconds: float, message: str):
     """A started timer that, unless cancelled within ``seconds``, ends the process with the
-    one-line error ``message`` (its ``{seconds}`` filled in) and exit status 2: for a wait
-    inside Ray that cannot be interrupted otherwise. Only used before anything is written."""
+    one-line error ``message`` (``{seconds}`` in it replaced by the seconds) and exit status
+    2: for a wait inside Ray or an object store's client that cannot be interrupted
+    otherwise. Only used before anything is written."""
     import threading
 
     def give_up() -> None:
-        sys.stderr.write(f"clocksweep: error: {message.format(seconds=seconds)}\n")
+        sys.stderr.write(f"clocksweep: error: {message.replace('{seconds}', f'{seconds:g}')}\n")
         sys.stderr.flush()
         os._exit(2)
 
@@ -431,11 +437,16 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     shards = plan(config)
     outcome = Outcome(shards=len(shards))
     # Read-only checks first: nothing is written unless the run may go ahead.
+    watchdog = None if location.is_local else give_up_after(
+        connect_seconds(), f"output: {config.output} did not answer within {{seconds}} s")
     try:
         previous = read_previous(location, config, fresh)
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
         raise storage.ResultsError(f"output: {config.output}: cannot be read "
                                    f"({(str(error).strip().splitlines() or [''])[0]})") from None
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     manifest = storage.Manifest(location, config.hash)
     notes = []
     if previous is not None and not fresh:

@@ -302,22 +302,17 @@ def test_unreachable_address(base):
                           [f"--address: nothing answers at ray://127.0.0.1:{port}", "10001"], out)
 
 
-def test_address_that_answers_but_is_not_ray(base):
-    """Something listens at the address but is not Ray (Ray would wait without end): the run
-    gives up after CLOCKSWEEP_CONNECT_SECONDS with one error line, exit 2, nothing written."""
+def silent_listener():
+    """A socket on loopback that takes every connection and never answers: (port, close)."""
     import socket
-    import subprocess
-    import sys
     import threading
 
-    path, out = base
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    port = listener.getsockname()[1]
     held = []
 
-    def accept_and_hold():  # take every connection, never answer
+    def accept_and_hold():
         while True:
             try:
                 held.append(listener.accept()[0])
@@ -325,16 +320,50 @@ def test_address_that_answers_but_is_not_ray(base):
                 return
 
     threading.Thread(target=accept_and_hold, daemon=True).start()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run", str(path),
-             "--address", f"127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=240,
-            env={**os.environ, "CLOCKSWEEP_CONNECT_SECONDS": "5", "RAY_ADDRESS": ""})
-    finally:
+
+    def close():
         listener.close()
         for connection in held:
             connection.close()
+
+    return listener.getsockname()[1], close
+
+
+def run_subprocess(args: list[str], env: dict) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", *args],
+                          capture_output=True, text=True, timeout=240, env={**os.environ, **env})
+
+
+def test_object_store_that_never_answers(base, tmp_path):
+    """An S3 endpoint that takes the connection and never answers (its client would retry for
+    minutes): the run gives up after CLOCKSWEEP_CONNECT_SECONDS, one line, exit 2."""
+    path, _ = base
+    port, close = silent_listener()
+    uri = f"s3://bucket/results?endpoint_override=127.0.0.1:{port}&scheme=http"
+    try:
+        done = run_subprocess(["run", str(path), "--set", f"output={uri}"],
+                              {"CLOCKSWEEP_CONNECT_SECONDS": "3", "AWS_ACCESS_KEY_ID": "a",
+                               "AWS_SECRET_ACCESS_KEY": "b", "AWS_EC2_METADATA_DISABLED": "true"})
+    finally:
+        close()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"clocksweep: error: output: {uri} did not answer within 3 s"]
+
+
+def test_address_that_answers_but_is_not_ray(base):
+    """Something listens at the address but is not Ray (Ray would wait without end): the run
+    gives up after CLOCKSWEEP_CONNECT_SECONDS with one error line, exit 2, nothing written."""
+    path, out = base
+    port, close = silent_listener()
+    try:
+        done = run_subprocess(["run", str(path), "--address", f"127.0.0.1:{port}"],
+                              {"CLOCKSWEEP_CONNECT_SECONDS": "5", "RAY_ADDRESS": ""})
+    finally:
+        close()
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]  # Ray may log its retries before it
