@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from pipeline import rules
+from pipeline import ERROR_PREFIX, rules
 
 
 class InputError(click.ClickException):
@@ -39,7 +39,7 @@ class CleanGroup(click.Group):
             sys.exit(0)
         except click.ClickException as error:
             message = error.format_message().replace("\n", " ")
-            click.echo(f"clocksweep: error: {message}", err=True)
+            click.echo(f"{ERROR_PREFIX}{message}", err=True)
             sys.exit(2 if isinstance(error, click.UsageError) else error.exit_code)
 
 

@@ -20,11 +20,13 @@ import sys
 import time
 import warnings
 from collections import deque
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow as pa
 
+from pipeline import ERROR_PREFIX
 from pipeline import config as sweep_config
 from pipeline import storage
 from pipeline.config import ConfigError, SweepConfig
@@ -309,20 +311,15 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
         if value == "local":
             options["num_cpus"] = config.ray.get("num_cpus")
             options["include_dashboard"] = False
-        watchdog = None if source is None else give_up_after(
-            connect_seconds(),
+        waiting = nullcontext() if source is None else deadline(
             f"{source}: {value} accepts connections, but no Ray cluster answered there within "
             "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)")
         try:
             # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
             # one line says it; on success its warnings are shown as usual.
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings(record=True) as caught, waiting:
                 warnings.simplefilter("always")
-                try:
-                    ray.init(**options)
-                finally:
-                    if watchdog is not None:
-                        watchdog.cancel()
+                ray.init(**options)
             for warning in caught:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
         except (ConnectionError, ValueError, RuntimeError) as error:
@@ -350,26 +347,28 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
     return started, cluster
 
 
-def connect_seconds() -> float:
-    return float(os.environ.get(CONNECT_SECONDS_ENV, CONNECT_SECONDS))
-
-
-def give_up_after(seconds: float, message: str):
-    """A started timer that, unless cancelled within ``seconds``, ends the process with the
-    one-line error ``message`` (``{seconds}`` in it replaced by the seconds) and exit status
-    2: for a wait inside Ray or an object store's client that cannot be interrupted
-    otherwise. Only used before anything is written."""
+@contextmanager
+def deadline(message: str):
+    """Unless the block ends within CONNECT_SECONDS (or CLOCKSWEEP_CONNECT_SECONDS), end the
+    process with the one-line error ``message`` (``{seconds}`` in it replaced by the seconds)
+    and exit status 2: for a wait inside Ray or an object store's client that cannot be
+    interrupted otherwise. Only used before anything is written."""
     import threading
 
+    seconds = float(os.environ.get(CONNECT_SECONDS_ENV, CONNECT_SECONDS))
+
     def give_up() -> None:
-        sys.stderr.write(f"clocksweep: error: {message.replace('{seconds}', f'{seconds:g}')}\n")
+        sys.stderr.write(f"{ERROR_PREFIX}{message.replace('{seconds}', f'{seconds:g}')}\n")
         sys.stderr.flush()
         os._exit(2)
 
     timer = threading.Timer(seconds, give_up)
     timer.daemon = True
     timer.start()
-    return timer
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def check_reachable(source: str, address: str) -> None:
@@ -437,16 +436,14 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     shards = plan(config)
     outcome = Outcome(shards=len(shards))
     # Read-only checks first: nothing is written unless the run may go ahead.
-    watchdog = None if location.is_local else give_up_after(
-        connect_seconds(), f"output: {config.output} did not answer within {{seconds}} s")
+    waiting = nullcontext() if location.is_local else deadline(
+        f"output: {config.output} did not answer within {{seconds}} s")
     try:
-        previous = read_previous(location, config, fresh)
+        with waiting:
+            previous = read_previous(location, config, fresh)
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
         raise storage.ResultsError(f"output: {config.output}: cannot be read "
                                    f"({(str(error).strip().splitlines() or [''])[0]})") from None
-    finally:
-        if watchdog is not None:
-            watchdog.cancel()
     manifest = storage.Manifest(location, config.hash)
     notes = []
     if previous is not None and not fresh:
@@ -522,8 +519,10 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> dict 
     try:
         previous = location.read_json(RUN_FILE)
         unusable = previous is not None and storage.run_record_problem(previous)
-    except (ValueError, UnicodeDecodeError, OSError):
+    except (ValueError, UnicodeDecodeError):
         unusable = "not valid JSON"
+    except OSError as error:  # e.g. run.json is a directory
+        unusable = f"cannot be read: {str(error).splitlines()[0]}"
     if unusable:
         if not fresh:
             raise storage.ResultsError(f"output: {where}: {RUN_FILE} is unreadable ({unusable}); "
