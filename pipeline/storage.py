@@ -27,9 +27,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -46,10 +44,9 @@ FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCount
 METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"
 
-# Columns of the per-deal schema that every row has (SPEC section 8); written as required,
-# they spare the writer their definition levels (a fifth of its time on standard play: 125 -> 100
-# ns a row, measured).
-# Any other column, present or future, stays nullable.
+# Columns of the per-deal schema that every row has (SPEC section 8): written as required,
+# they have no definition levels to write or read. Any other column, present or future, stays
+# nullable.
 REQUIRED_DEAL_COLUMNS = ("seed", "deal", "order", "variant", "finale", "won", "cards_turned",
                          "down_at_stop")
 DEAL_WRITE_SCHEMA = pa.schema(
@@ -78,18 +75,17 @@ class ResultsError(ValueError):
 
 
 def parquet_options(table_schema: pa.Schema) -> dict:
-    """Writer options for a table: compact (about 3 bytes per deal row) and cheap to write and read.
+    """pyarrow's writer options for a table of counts (the summary tables, the deal facts):
+    compact and cheap to write and read. The per-deal rows are written by `dealfile`, in
+    these same encodings.
 
-    Labels and floats (the hint, a fraction d/U of a few hundred values) are dictionary-encoded,
-    so a constant run costs nothing and a value its index's bits; integers are delta-encoded
-    (bit-packed deltas: `deal`, a counter, and `seed`, a constant, pack to almost nothing, a
-    small integer to about its bit width). No compression: over these encodings zstd saves
-    under a tenth of the bytes, and costs more CPU than it saves in writing and reading.
-    Measured on sweep batches (1e6 rows; benchmarks/sweep_bench.py runs the sweep): against
-    byte-stream-split integers with zstd, writing costs 2-8 ns a row less and reading
-    (the report) 23-24 ns a row less, a third, for 2.8-3.4 bytes a row instead of 1.9-2.8
-    (2.8 for standard play alone, 3.3 for configs/quick.toml, 3.4 for every cell). Since the
-    deal facts left the rows (result schema 3): 1.8, 3.3 and 3.25.
+    Labels and floats are dictionary-encoded, so a constant run costs nothing and a value its
+    index's bits; integers are delta-encoded (bit-packed deltas: a counter or a constant packs
+    to almost nothing, a small integer to about its bit width). No compression: over these
+    encodings zstd saved under a tenth of the bytes of per-deal rows, and cost more CPU than
+    it saved in writing and reading (measured on sweep batches of 1e6 rows: against
+    byte-stream-split integers with zstd, 2-8 ns a row less to write and 23-24 ns a row less to
+    read, a third, for 2.8-3.4 bytes a row instead of 1.9-2.8).
     No column statistics: they cost up to a quarter of the writing, and a shard's deal range
     is in its name and in the manifest. Batches of 64k values rather than the default 1k
     take a fifth off the writer's per-row cost.
@@ -108,74 +104,6 @@ def parquet_options(table_schema: pa.Schema) -> dict:
         "write_statistics": False,
         "write_batch_size": WRITE_BATCH_VALUES,
     }
-
-
-def deal_batch(seed: int, first: int, results: dict, cells, metadata: dict) -> pa.Table:
-    """Kernel results as a per-deal table in the write schema: the rows of `schema.deal_table`.
-
-    `schema.deal_table` says what each column holds, cell by cell; this builds the same rows
-    for the writer, column by column over all cells at once (a test checks they agree). The
-    kernel's (cells, deals) arrays are cell-major already, so its small-integer fields are
-    views of them; a column no cell fills is one null array; each label column is one array
-    over one fixed dictionary (the rules' names), which spares the Parquet writer unifying
-    per-cell ones. Building costs 4 ns a row of standard play on warm memory, 7-15 in a sweep
-    (fresh pages), against 60-90 for writing it and 330-450 for playing it.
-    """
-    cells = list(cells)
-    n_cells, count = results["won"].shape
-    rows = n_cells * count
-    flat = {name: values.reshape(-1) for name, values in results.items()}
-
-    def column_filled_by(name: str, cells_filling: list[bool], null: np.ndarray | None) -> pa.Array:
-        """The kernel's field ``name``, null where ``null`` says, or all null if no cell fills it."""
-        if not any(cells_filling):
-            return pa.nulls(rows, type=DEAL_WRITE_SCHEMA.field(name).type)
-        return pa.array(flat[name], mask=null)
-
-    # Per cell: which fields it fills. Per row (masks): which values are null.
-    cell_has_rescue = [cell.has_rescue for cell in cells]
-    cell_is_play_out = [cell.variant == "play_out" for cell in cells]
-    not_rescued = flat["rescue_pile"] <= 0 if any(cell_has_rescue) else None
-    hint = None
-    if any(cell_has_rescue):
-        hint = np.divide(flat["hint_num"], flat["hint_den"], out=np.zeros(rows, dtype=np.float32),
-                         where=~not_rescued, dtype=np.float32)
-    deals = np.arange(first, first + count, dtype=np.uint64)
-    columns = {
-        "seed": _seed_column(seed, rows),
-        "deal": pa.array(deals if n_cells == 1 else np.tile(deals, n_cells)),  # tile(x, 1) copies
-        **{name: _label_column(cells, name, count) for name in LABEL_NAMES},
-        "won": pa.array(flat["won"].view(np.bool_)),
-        "cards_turned": pa.array(flat["cards_turned"]),
-        "down_at_stop": pa.array(flat["down_at_stop"]),
-        "rescue_pile": column_filled_by("rescue_pile", cell_has_rescue, not_rescued),
-        "hint": pa.nulls(rows, pa.float32()) if hint is None else pa.array(hint, mask=not_rescued),
-        **{name: column_filled_by(name, cell_is_play_out, flat[name] < 0 if any(cell_is_play_out) else None)
-           for name in ("restarts", "stray_deaths")},  # -1 where the kernel leaves them
-    }
-    return pa.Table.from_arrays([columns[name] for name in DEAL_WRITE_SCHEMA.names],
-                                schema=DEAL_WRITE_SCHEMA.with_metadata(metadata))
-
-
-@lru_cache(maxsize=2)
-def _seed_column(seed: int, rows: int) -> pa.Array:
-    """The seed, ``rows`` times: the same for every batch of a task, so made once (Arrow arrays
-    are immutable; a fresh one cost 4 ns a row, mostly in page faults)."""
-    return pa.array(np.full(rows, seed, dtype=np.uint64))
-
-
-def _label_column(cells: list, column: str, count: int) -> pa.Array:
-    """A label column of ``count`` rows per cell, cell by cell, over the rules' names."""
-    names = LABEL_NAMES[column]
-    values = [getattr(cell, column) for cell in cells]
-    if all(value is None for value in values):
-        return pa.nulls(len(cells) * count, type=DEAL_WRITE_SCHEMA.field(column).type)
-    codes = np.array([names.index(value) if value else -1 for value in values], dtype=np.int8)
-    indices = np.repeat(codes, count)
-    mask = indices < 0 if None in values else None
-    return pa.DictionaryArray.from_arrays(
-        pa.array(indices, mask=mask), pa.array(names, type=pa.string()), safe=False
-    )
 
 
 def file_metadata(provenance: dict) -> dict[bytes, bytes]:
@@ -369,11 +297,16 @@ class _HashingSink:
 
 
 class ShardFileWriter:
-    """Writes one Parquet file of a shard; `commit` makes it appear whole, `abort` removes it."""
+    """Writes one Parquet file of a shard; `commit` makes it appear whole, `abort` removes it.
 
-    def __init__(self, location: Location, relative: str, table_schema: pa.Schema, table: str):
+    Its rows come either as Arrow tables (`write`: the summary tables and the deal facts, by
+    pyarrow's writer) or as kernel results (`write_deals`: the per-deal rows, by `dealfile`).
+    """
+
+    def __init__(self, location: Location, relative: str, table: str):
         self.location, self.relative, self.table = location, relative, table
         self.rows = 0
+        self.encoder = None  # made by the first write, which says what kind of file this is
         final = location.full(relative)
         if location.is_local:
             directory = os.path.dirname(final)
@@ -385,15 +318,26 @@ class ShardFileWriter:
             location.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
             raw = location.fs.open_output_stream(final)
         self.sink = _HashingSink(raw)
-        self.writer = pq.ParquetWriter(self.sink, table_schema, **parquet_options(table_schema))
 
     def write(self, table: pa.Table) -> None:
-        self.writer.write_table(table, row_group_size=ROWS_PER_GROUP)
+        if self.encoder is None:
+            self.encoder = pq.ParquetWriter(self.sink, table.schema, **parquet_options(table.schema))
+        self.encoder.write_table(table, row_group_size=ROWS_PER_GROUP)
         self.rows += table.num_rows
+
+    def write_deals(self, seed: int, first: int, results: dict, cells, metadata: dict) -> None:
+        """Kernel results for ``cells`` x deals ``first``.. as per-deal rows (`schema.deal_table`)."""
+        if self.encoder is None:
+            from pipeline import dealfile
+
+            self.encoder = dealfile.DealFileEncoder(self.sink, DEAL_WRITE_SCHEMA, LABEL_NAMES, metadata)
+        self.rows += self.encoder.write_batch(seed, first, results, cells)
 
     def commit(self) -> dict:
         """Close the file, put it in place, and give its manifest record."""
-        self.writer.close()
+        if self.encoder is None:
+            raise ValueError(f"{self.relative}: nothing was written")
+        self.encoder.close()
         self.sink.close()
         if self.temp is not None:
             os.replace(self.temp, self.location.full(self.relative))
@@ -407,7 +351,8 @@ class ShardFileWriter:
 
     def abort(self) -> None:
         try:
-            self.writer.close()
+            if self.encoder is not None:
+                self.encoder.close()
         except Exception:  # the file is discarded whatever state the writer is in
             pass
         self.sink.close()

@@ -168,12 +168,11 @@ def write_shard(job: ShardJob) -> dict:
                 parts.append(summary.summarise(results, cells))
             else:
                 facts.add_results(results)
-                table = storage.deal_batch(job.seed, first, results, cells, metadata)
                 if DEALS_TABLE not in writers:
                     writers[DEALS_TABLE] = storage.ShardFileWriter(
-                        job.location, shard.path(DEALS_TABLE), table.schema, DEALS_TABLE
+                        job.location, shard.path(DEALS_TABLE), DEALS_TABLE
                     )
-                writers[DEALS_TABLE].write(table)
+                writers[DEALS_TABLE].write_deals(job.seed, first, results, cells, metadata)
             del results
             if job.pause and start == 0:
                 hold_for_test(job)
@@ -181,7 +180,7 @@ def write_shard(job: ShardJob) -> dict:
         tables = summary.combine(parts) if facts is None else {FACTS_TABLE: facts.table()}
         for name, table in tables.items():
             table = table.replace_schema_metadata(metadata)
-            writers[name] = storage.ShardFileWriter(job.location, shard.path(name), table.schema, name)
+            writers[name] = storage.ShardFileWriter(job.location, shard.path(name), name)
             writers[name].write(table)
         files = [writer.commit() for writer in writers.values()]
     except BaseException:

@@ -30,7 +30,6 @@ from click.testing import CliRunner
 from pipeline import deals, kernel, schema, storage, summary, sweep
 from pipeline import config as sweep_config
 from pipeline.cli import cli
-from pipeline.rules import Cell
 
 SEED = 424242
 N_DEALS = 20_000
@@ -215,36 +214,6 @@ def test_shard_sizes_agree(config_file, tmp_path, expected, expected_facts):
     assert len(manifest(out)["shards"]) == 7  # 6 x 3000 + 2000
     assert content(out).equals(expected)
     assert fact_counts(out) == expected_facts
-
-
-def test_deal_batch_matches_schema(expected):
-    """The writer's fast table builder gives the rows of `schema.deal_table`."""
-    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
-    cells = list(cfg.cells)
-    results = kernel.play(SEED, 0, N_DEALS, cells)
-    fast = storage.deal_batch(SEED, 0, results, cells, {})
-    assert as_strings(pl.from_arrow(fast)).sort(SORT_KEY, nulls_last=True).equals(expected)
-
-
-@pytest.mark.parametrize("cells", [
-    [Cell()],
-    [Cell("play_out")],
-    [Cell("watch", "most")],
-    [Cell("exchange", "informed", finale="up", depth="top")],
-    [Cell(), Cell("play_out", order="packets")],
-    [Cell("one_swap", "random"), Cell("exchange", "fewest", depth="bottom")],
-], ids=["standard", "play_out", "watch", "exchange-top", "standard+play_out", "one_swap+exchange"])
-def test_deal_batch_matches_schema_for_each_kind_of_cell(cells):
-    """Cell lists where some columns are filled by every cell, or by none: the same rows as
-    `schema.deal_table`, in the write schema, with no null in a required column."""
-    results = kernel.play(SEED, 1000, 3000, cells)
-    fast = storage.deal_batch(SEED, 1000, results, cells, {})
-    reference = schema.deal_table(SEED, 1000, results, cells)
-    assert fast.schema == storage.DEAL_WRITE_SCHEMA
-    for field in fast.schema:
-        if not field.nullable:
-            assert fast.column(field.name).null_count == 0, field.name
-    assert as_strings(pl.from_arrow(fast)).equals(as_strings(pl.from_arrow(reference)))
 
 
 # --- Nothing lost, nothing mixed ----------------------------------------------------------
@@ -478,14 +447,13 @@ def test_object_store_writes_final_keys():
     shard = storage.plan_shards(0, 600, 600)[0]
     metadata = storage.file_metadata({"config_hash": "h"})
     results = kernel.play(SEED, 0, 600, cells)
-    table = storage.deal_batch(SEED, 0, results, cells, metadata)
-    writer = storage.ShardFileWriter(location, shard.path("deals"), table.schema, "deals")
-    writer.write(table)
+    writer = storage.ShardFileWriter(location, shard.path("deals"), "deals")
+    writer.write_deals(SEED, 0, results, cells, metadata)
     record = writer.commit()
     facts = summary.FactCounts(cells)
     facts.add_results(results)
     facts_table = facts.table().replace_schema_metadata(metadata)
-    facts_writer = storage.ShardFileWriter(location, shard.path("facts"), facts_table.schema, "facts")
+    facts_writer = storage.ShardFileWriter(location, shard.path("facts"), "facts")
     facts_writer.write(facts_table)
     facts_record = facts_writer.commit()
     assert record["path"] == "shards/deals/shard-000000_deals-0-599.parquet"
