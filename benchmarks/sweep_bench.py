@@ -14,6 +14,8 @@ Figures, not assertions (the machine may be shared; the load average is printed)
   ``--cpus`` CPUs; the rate counts from the first task submitted to the last shard committed
   (Ray's start excluded; the total wall time is given too). ratio = sweep rate / (kernel
   rate x CPUs): 1.0 would mean Ray, table building and Parquet cost nothing.
+- the sweep's rate against the kernel's within it (deals over seconds in `kernel.play`, in the
+  tasks after each worker's first): the one ratio that the VM's drift does not move.
 - the split of the sweep's CPU time (CPUs x its duration), from the manifest's per-shard
   seconds: the kernel and the rest of the tasks at their steady per-deal cost (shards after
   each worker's first), the workers' start (the first shards' excess: imports, numba's cache)
@@ -191,6 +193,11 @@ def main() -> None:
     print(f"sweep rate / (kernel best x {args.cpus}): {figures['ratio']:.2f}; / (kernel sustained "
           f"x {args.cpus}): {figures['ratio_to_sustained']:.2f}; / kernel in {args.cpus} "
           f"processes at once: {figures['ratio_to_concurrent_kernel']:.2f}")
+    # The kernel's rate in the sweep's own tasks, on the same cores at the same time: the ratio
+    # to it is what Ray, Parquet, the workers' start and idling leave, whatever the VM's speed.
+    in_run_kernel = large["steady_deals"] / large["steady_kernel_seconds"]
+    print(f"sweep rate / (the kernel's rate in this sweep's tasks, {in_run_kernel:,.0f} deals/s, "
+          f"x {args.cpus}): {rate / (in_run_kernel * args.cpus):.2f}")
     print(f"inside the tasks: {large['kernel_seconds']:.1f} s in the kernel of "
           f"{large['task_seconds']:.1f} s ({large['kernel_seconds'] / large['task_seconds']:.2f}); "
           f"tasks busy {large['task_seconds'] / (args.cpus * large['play_seconds']):.2f} of "
