@@ -406,16 +406,30 @@ class _Chunk:
         self.dictionary_size = dictionary_size  # bytes of the dictionary page, if there is one
 
 
-def _buffer(values: int) -> np.ndarray:
-    return np.empty(values, dtype=np.uint8)
+# The numba encoders write into a buffer without bounds checks, so each buffer is made as
+# large as the encoding can ever be for the values it gets.
 
 
-def _levels_bytes(levels: np.ndarray | None, rows: int, constant: int | None) -> bytes | np.ndarray:
-    """Definition levels (bit width 1) as a data page v1 holds them: length, then the hybrid."""
-    if constant is not None:  # one run
+def _hybrid_buffer(values: int, width: int) -> np.ndarray:
+    """For `_hybrid`: each 8 values cost at most ``width`` bytes and a header of at most 5
+    (bit-packed), or 5 and a value of at most ``width`` bytes (a run)."""
+    return np.empty((values + 7) // 8 * (width + 8) + 64, dtype=np.uint8)
+
+
+def _delta_buffer(values: int) -> np.ndarray:
+    """For `_delta_binary_packed`: 4 varints of header; a block of 128 deltas, whole or not, at
+    most a 10-byte varint, 4 widths and 4 miniblocks of 32 values at 64 bits."""
+    block = 10 + _MINIBLOCKS + _DELTA_BLOCK * 8
+    return np.empty((values + _DELTA_BLOCK - 1) // _DELTA_BLOCK * block + 64, dtype=np.uint8)
+
+
+def _levels_bytes(levels: np.ndarray | None, rows: int, constant: int | None) -> bytes:
+    """Definition levels (bit width 1) as a data page v1 holds them: length, then the hybrid;
+    one run if they are ``constant``."""
+    if constant is not None:
         body = _varint(rows << 1) + bytes([constant])
     else:
-        out = _buffer(rows // 4 + 64)
+        out = _hybrid_buffer(rows, 1)
         body = out[: _hybrid(levels, 1, out, 0)]
     return len(body).to_bytes(4, "little") + bytes(body)
 
@@ -432,26 +446,27 @@ def _data_page(rows: int, encoding: int, levels, values) -> list:
 def _delta_values(cycle: np.ndarray, n: int | None = None) -> np.ndarray:
     """``n`` values (by default ``len(cycle)``) going through ``cycle``, delta-encoded."""
     n = cycle.shape[0] if n is None else n
-    out = _buffer(n * 9 + 64)
+    out = _delta_buffer(n)
     return out[: _delta_binary_packed(cycle, n, out, 0)]
 
 
-def _integer_chunk(values: np.ndarray | None, rows: int, physical: int, nullable: bool,
+def _null_chunk(rows: int, physical: int) -> _Chunk:
+    """A nullable column null throughout: one run of definition level 0, no values (and no
+    dictionary, as pyarrow writes a dictionary column no row fills)."""
+    return _Chunk(_data_page(rows, PLAIN, _levels_bytes(None, rows, 0), b""), physical, [PLAIN, RLE], rows, None)
+
+
+def _integer_chunk(values: np.ndarray, rows: int, physical: int, nullable: bool,
                    levels: np.ndarray | None = None, present: int | None = None) -> _Chunk:
     """An integer column: ``values`` for every row (required: cycled through if shorter), or,
-    when nullable, those where ``levels`` is 1 (``present`` of them); ``values`` None: null
-    throughout."""
-    if values is None:
-        levels_page = _levels_bytes(None, rows, 0)
-        pieces = _data_page(rows, PLAIN, levels_page, b"")
-        return _Chunk(pieces, physical, [PLAIN, RLE], rows, None)
+    when nullable, those where ``levels`` is 1 (``present`` of them)."""
     if not nullable:
         return _Chunk(_data_page(rows, DELTA_BINARY_PACKED, None, _delta_values(values, rows)),
                       physical, [DELTA_BINARY_PACKED], rows, None)
-    kept = values if present == rows else _compress(values, levels, present)
-    levels_page = _levels_bytes(levels, rows, 1 if present == rows else (0 if present == 0 else None))
     if present == 0:
-        return _Chunk(_data_page(rows, PLAIN, levels_page, b""), physical, [PLAIN, RLE], rows, None)
+        return _null_chunk(rows, physical)
+    kept = values if present == rows else _compress(values, levels, present)
+    levels_page = _levels_bytes(levels, rows, 1 if present == rows else None)
     pieces = _data_page(rows, DELTA_BINARY_PACKED, levels_page, _delta_values(kept))
     return _Chunk(pieces, physical, [DELTA_BINARY_PACKED, RLE], rows, None)
 
@@ -462,7 +477,7 @@ def _dictionary_chunk(dictionary_page: bytes, dictionary_count: int, runs: list[
     given as (code, length) runs or as an array."""
     width = max(1, math.ceil(math.log2(dictionary_count))) if dictionary_count > 1 else 1
     if codes is not None:
-        out = _buffer(codes.shape[0] * 2 + 64)
+        out = _hybrid_buffer(codes.shape[0], width)
         data = bytes([width]) + bytes(out[: _hybrid(codes, width, out, 0)])
     else:
         parts = [bytes([width])]
@@ -577,7 +592,7 @@ class DealFileEncoder:
             values = [getattr(cell, name) for cell in cells]
             runs = _merged_runs([(names.index(value), count) for value in values if value is not None])
             if not runs:  # no cell has this label: null throughout, as pyarrow writes it
-                return _integer_chunk(None, rows, BYTE_ARRAY, True)
+                return _null_chunk(rows, BYTE_ARRAY)
             levels_page = None
             if field.nullable:
                 levels = _merged_runs([(int(value is not None), count) for value in values])
@@ -593,7 +608,7 @@ class DealFileEncoder:
             return _integer_chunk(flat[name], rows, INT32, False)
         if name in ("rescue_pile", "hint"):
             if not any(cell.has_rescue for cell in cells):
-                return self._null_chunk(name, rows)
+                return _null_chunk(rows, FLOAT if name == "hint" else INT32)
             if self._rescued is None:
                 self._rescued = _present(flat["rescue_pile"], 1)
             levels, present = self._rescued
@@ -602,18 +617,14 @@ class DealFileEncoder:
             return self._hint_chunk(flat, levels, present, rows)
         if name in ("restarts", "stray_deaths"):
             if not any(cell.variant == "play_out" for cell in cells):
-                return self._null_chunk(name, rows)
+                return _null_chunk(rows, FLOAT if name == "hint" else INT32)
             levels, present = _present(flat[name], 0)  # -1 where the kernel leaves them
             return _integer_chunk(flat[name], rows, INT32, True, levels, present)
         raise KeyError(f"{name}: not a column of the per-deal schema")
 
-    def _null_chunk(self, name: str, rows: int) -> _Chunk:
-        physical = FLOAT if name == "hint" else INT32
-        return _integer_chunk(None, rows, physical, True)
-
     def _hint_chunk(self, flat, levels, present, rows) -> _Chunk:
         if present == 0:
-            return self._null_chunk("hint", rows)
+            return _null_chunk(rows, FLOAT)
         codes, numerators, denominators = _hint_codes(flat["hint_num"], flat["hint_den"], levels, present)
         dictionary = (numerators.astype(np.float32) / denominators.astype(np.float32)).astype("<f4")
         levels_page = _levels_bytes(levels, rows, 1 if present == rows else None)
