@@ -12,7 +12,8 @@ the encodings pyarrow was told to use (`storage.parquet_options`):
 
 - integers (``seed``, ``deal`` and the int8 fields): DELTA_BINARY_PACKED;
 - labels and ``hint``: RLE_DICTIONARY, over a PLAIN dictionary page (a label's dictionary is
-  every name the rules have, as in pyarrow's table; the hint's is the values present);
+  every name the rules have, in their order, so a code means the same in every file; the
+  hint's is the values present);
 - ``won``: PLAIN (bit-packed);
 - definition levels of the nullable columns: RLE (the run-length / bit-packed hybrid).
 
@@ -27,11 +28,12 @@ and Thrift's compact protocol, of which the footer and page headers need the few
 from __future__ import annotations
 
 import base64
-import math
 
 import numba as nb
 import numpy as np
 import pyarrow as pa
+
+from pipeline import __version__
 
 # --- Thrift compact protocol (only what Parquet's headers use) -----------------------------
 
@@ -396,12 +398,10 @@ def _hint_codes(numerators, denominators, levels, count):
 class _Chunk:
     """One column's pages in one row group: what the footer needs to find and read them."""
 
-    def __init__(self, pieces: list, physical: int, encodings: list[int], num_values: int,
-                 dictionary_size: int | None):
+    def __init__(self, pieces: list, physical: int, encodings: list[int], dictionary_size: int | None = None):
         self.pieces = pieces
         self.physical = physical
         self.encodings = encodings
-        self.num_values = num_values
         self.size = sum(memoryview(piece).nbytes for piece in pieces)
         self.dictionary_size = dictionary_size  # bytes of the dictionary page, if there is one
 
@@ -412,7 +412,7 @@ class _Chunk:
 
 def _hybrid_buffer(values: int, width: int) -> np.ndarray:
     """For `_hybrid`: each 8 values cost at most ``width`` bytes and a header of at most 5
-    (bit-packed), or 5 and a value of at most ``width`` bytes (a run)."""
+    (bit-packed), or a header of at most 5 and a value of ``ceil(width / 8)`` bytes (a run)."""
     return np.empty((values + 7) // 8 * (width + 8) + 64, dtype=np.uint8)
 
 
@@ -453,29 +453,30 @@ def _delta_values(cycle: np.ndarray, n: int | None = None) -> np.ndarray:
 def _null_chunk(rows: int, physical: int) -> _Chunk:
     """A nullable column null throughout: one run of definition level 0, no values (and no
     dictionary, as pyarrow writes a dictionary column no row fills)."""
-    return _Chunk(_data_page(rows, PLAIN, _levels_bytes(None, rows, 0), b""), physical, [PLAIN, RLE], rows, None)
+    return _Chunk(_data_page(rows, PLAIN, _levels_bytes(None, rows, 0), b""), physical, [PLAIN, RLE])
 
 
 def _integer_chunk(values: np.ndarray, rows: int, physical: int, nullable: bool,
                    levels: np.ndarray | None = None, present: int | None = None) -> _Chunk:
     """An integer column: ``values`` for every row (required: cycled through if shorter), or,
-    when nullable, those where ``levels`` is 1 (``present`` of them)."""
+    when nullable, those where ``levels`` is 1 (``present`` of them). Deltas are taken in 64
+    bits: right for INT64, and for INT32 while they fit in 32 bits (an int8 field's do)."""
     if not nullable:
         return _Chunk(_data_page(rows, DELTA_BINARY_PACKED, None, _delta_values(values, rows)),
-                      physical, [DELTA_BINARY_PACKED], rows, None)
+                      physical, [DELTA_BINARY_PACKED])
     if present == 0:
         return _null_chunk(rows, physical)
     kept = values if present == rows else _compress(values, levels, present)
     levels_page = _levels_bytes(levels, rows, 1 if present == rows else None)
     pieces = _data_page(rows, DELTA_BINARY_PACKED, levels_page, _delta_values(kept))
-    return _Chunk(pieces, physical, [DELTA_BINARY_PACKED, RLE], rows, None)
+    return _Chunk(pieces, physical, [DELTA_BINARY_PACKED, RLE])
 
 
 def _dictionary_chunk(dictionary_page: bytes, dictionary_count: int, runs: list[tuple[int, int]] | None,
                       codes: np.ndarray | None, rows: int, nullable: bool, levels_page, physical: int) -> _Chunk:
     """A dictionary-encoded column: its dictionary page, then the codes of its present values,
     given as (code, length) runs or as an array."""
-    width = max(1, math.ceil(math.log2(dictionary_count))) if dictionary_count > 1 else 1
+    width = max(1, (dictionary_count - 1).bit_length())
     if codes is not None:
         out = _hybrid_buffer(codes.shape[0], width)
         data = bytes([width]) + bytes(out[: _hybrid(codes, width, out, 0)])
@@ -487,7 +488,7 @@ def _dictionary_chunk(dictionary_page: bytes, dictionary_count: int, runs: list[
     header = _page_header(DICTIONARY_PAGE, len(dictionary_page), dictionary_count, PLAIN)
     pieces = [header, dictionary_page] + _data_page(rows, RLE_DICTIONARY, levels_page if nullable else None, data)
     encodings = [PLAIN, RLE_DICTIONARY] + ([RLE] if nullable else [])
-    return _Chunk(pieces, physical, encodings, rows, len(header) + len(dictionary_page))
+    return _Chunk(pieces, physical, encodings, len(header) + len(dictionary_page))
 
 
 def _plain_strings(names) -> bytes:
@@ -523,7 +524,6 @@ class DealFileEncoder:
         self.schema = file_schema
         self.label_names = label_names
         self.metadata = metadata
-        self._rescued = None
         self.offset = 0
         self.row_groups: list[bytes] = []
         self.rows = 0
@@ -536,15 +536,27 @@ class DealFileEncoder:
 
     def write_batch(self, seed: int, first: int, results: dict[str, np.ndarray], cells) -> int:
         """Kernel results for ``cells`` x deals ``first``.. as one row group: the rows of
-        `schema.deal_table`, cell by cell. Gives the rows written."""
+        `schema.deal_table`, cell by cell. Gives the rows written.
+
+        It relies on the kernel's conventions (`kernel.RESULT_FIELDS`), as the sweep's tasks
+        give them: int8 arrays, one row per cell; a positive rescue pile and its hint only
+        in cells with a rescue, a denominator above 0 with it; restarts and stray deaths not
+        negative only in play_out. A column no cell can fill is written null without looking.
+        """
         cells = list(cells)
         n_cells, count = results["won"].shape
+        if n_cells != len(cells):
+            raise ValueError(f"results for {n_cells} cells, but {len(cells)} cells given")
+        wrong = [name for name, values in results.items() if values.dtype != np.int8]
+        if wrong:
+            raise ValueError(f"results not int8, as the kernel gives them: {', '.join(wrong)}")
         rows = n_cells * count
         if rows == 0:
             return 0
         flat = {name: values.reshape(-1) for name, values in results.items()}
-        self._rescued = None  # the rescue's definition levels, shared by two columns
-        chunks = [self._column(field, seed, first, count, cells, flat, rows) for field in self.schema]
+        # The rescue's definition levels, shared by its two columns.
+        rescued = _present(flat["rescue_pile"], 1) if any(cell.has_rescue for cell in cells) else None
+        chunks = [self._column(field, seed, first, count, cells, flat, rows, rescued) for field in self.schema]
         self.write_row_group(chunks, rows)
         return rows
 
@@ -562,7 +574,7 @@ class DealFileEncoder:
                 (2, _LIST, (_I32, chunk.encodings)),
                 (3, _LIST, (_BINARY, [field.name])),
                 (4, _I32, UNCOMPRESSED),
-                (5, _I64, chunk.num_values),
+                (5, _I64, rows),
                 (6, _I64, chunk.size),
                 (7, _I64, chunk.size),
                 (9, _I64, data_offset),
@@ -577,11 +589,10 @@ class DealFileEncoder:
             (3, _I64, rows),
             (5, _I64, self.offset - size),
             (6, _I64, size),
-            (7, _I32, len(self.row_groups)),
         ))
         self.rows += rows
 
-    def _column(self, field: pa.Field, seed, first, count, cells, flat, rows) -> _Chunk:
+    def _column(self, field: pa.Field, seed, first, count, cells, flat, rows, rescued) -> _Chunk:
         name = field.name
         if name == "seed":
             return _integer_chunk(np.array([seed], dtype=np.uint64), rows, INT64, False)
@@ -603,21 +614,19 @@ class DealFileEncoder:
                                      field.nullable, levels_page, BYTE_ARRAY)
         if name == "won":
             packed = np.packbits(flat["won"].view(np.bool_), bitorder="little")
-            return _Chunk(_data_page(rows, PLAIN, None, packed), BOOLEAN, [PLAIN], rows, None)
+            return _Chunk(_data_page(rows, PLAIN, None, packed), BOOLEAN, [PLAIN])
         if name in ("cards_turned", "down_at_stop"):
             return _integer_chunk(flat[name], rows, INT32, False)
         if name in ("rescue_pile", "hint"):
-            if not any(cell.has_rescue for cell in cells):
+            if rescued is None:  # no cell has a rescue
                 return _null_chunk(rows, FLOAT if name == "hint" else INT32)
-            if self._rescued is None:
-                self._rescued = _present(flat["rescue_pile"], 1)
-            levels, present = self._rescued
+            levels, present = rescued
             if name == "rescue_pile":
                 return _integer_chunk(flat[name], rows, INT32, True, levels, present)
             return self._hint_chunk(flat, levels, present, rows)
         if name in ("restarts", "stray_deaths"):
             if not any(cell.variant == "play_out" for cell in cells):
-                return _null_chunk(rows, FLOAT if name == "hint" else INT32)
+                return _null_chunk(rows, INT32)
             levels, present = _present(flat[name], 0)  # -1 where the kernel leaves them
             return _integer_chunk(flat[name], rows, INT32, True, levels, present)
         raise KeyError(f"{name}: not a column of the per-deal schema")
@@ -632,11 +641,11 @@ class DealFileEncoder:
                                  levels_page, FLOAT)
 
     def close(self) -> None:
-        """The footer: the schema, the row groups, and the key-value metadata (``ARROW:schema``
-        first, as pyarrow writes it, then the file's own)."""
+        """The footer: the schema, the row groups, and the key-value metadata (the file's own,
+        then Arrow's schema with it under ``ARROW:schema``, as pyarrow writes them)."""
         arrow_schema = self.schema.with_metadata(self.metadata)
-        key_values = [(b"ARROW:schema", base64.b64encode(arrow_schema.serialize().to_pybytes()))]
-        key_values += list(self.metadata.items())
+        key_values = list(self.metadata.items())
+        key_values.append((b"ARROW:schema", base64.b64encode(arrow_schema.serialize().to_pybytes())))
         root = _struct((4, _BINARY, "schema"), (5, _I32, len(self.schema)))
         footer = _struct(
             (1, _I32, 2),
@@ -644,7 +653,7 @@ class DealFileEncoder:
             (3, _I64, self.rows),
             (4, _LIST, (_STRUCT, self.row_groups)),
             (5, _LIST, (_STRUCT, [_struct((1, _BINARY, key), (2, _BINARY, value)) for key, value in key_values])),
-            (6, _BINARY, "clocksweep"),
+            (6, _BINARY, f"clocksweep version {__version__}"),
         )
         self._write(footer)
         self._write(len(footer).to_bytes(4, "little"))

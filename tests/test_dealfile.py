@@ -5,7 +5,7 @@ file with it and reads it back with pyarrow, Polars and DuckDB; every reader mus
 `schema.deal_table` gives for the same results, and pyarrow the stored schema and metadata.
 Results come from the kernel (every kind of cell) and, to reach what the kernel rarely gives
 (negative and full-range int8 values, hundreds of distinct hints, batches of 1 to 130 rows
-about the encodings' block edges, deal numbers wrapping past 2**64 - 1), from a seeded
+about the encodings' block edges, deal numbers up to 2**64 - 1 and across 2**63), from a seeded
 generator that keeps the kernel's conventions.
 """
 
@@ -193,3 +193,14 @@ def test_delta_encoding_of_any_int64_sequence(spread):
         encoder.write_row_group([dealfile._integer_chunk(part, len(part), dealfile.INT64, False)], len(part))
     encoder.close()
     assert pq.read_table(io.BytesIO(sink.getvalue())).column("v").to_numpy().tolist() == values.tolist()
+
+
+def test_results_not_as_the_kernel_gives_them_are_refused():
+    """The encoder trusts the kernel's conventions; what it can check cheaply, it refuses."""
+    cells = [Cell(), Cell("watch", "most")]
+    results = kernel.play(SEED, 0, 50, cells)
+    encoder = dealfile.DealFileEncoder(io.BytesIO(), storage.DEAL_WRITE_SCHEMA, storage.LABEL_NAMES, METADATA)
+    with pytest.raises(ValueError, match="results for 2 cells, but 1 cells given"):
+        encoder.write_batch(SEED, 0, results, cells[:1])
+    with pytest.raises(ValueError, match="not int8.*hint_den"):
+        encoder.write_batch(SEED, 0, {**results, "hint_den": results["hint_den"].astype(np.uint8)}, cells)
