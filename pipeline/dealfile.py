@@ -28,6 +28,7 @@ and Thrift's compact protocol, of which the footer and page headers need the few
 from __future__ import annotations
 
 import base64
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -172,6 +173,13 @@ def _put_varint(out, pos, value):
 
 
 @nb.njit(cache=True)
+def _zigzag64(value):
+    """`_zigzag` for the numba encoders: a signed 64-bit value as the unsigned one varints take."""
+    value = np.int64(value)
+    return np.uint64((value << 1) ^ (value >> 63))
+
+
+@nb.njit(cache=True)
 def _bit_width(value):
     """Bits needed for the unsigned ``value`` (0 for 0)."""
     value = np.uint64(value)
@@ -239,7 +247,7 @@ def _delta_binary_packed(cycle, n, out, pos):
     pos = _put_varint(out, pos, _MINIBLOCKS)
     pos = _put_varint(out, pos, n)
     first = np.int64(cycle[0]) if n else np.int64(0)
-    pos = _put_varint(out, pos, np.uint64((first << 1) ^ (first >> 63)))
+    pos = _put_varint(out, pos, _zigzag64(first))
     # One block's deltas, padded with zeros to whole miniblocks: the format pads the last.
     adjusted = np.zeros(_DELTA_BLOCK, dtype=np.uint64)
     previous = np.uint64(first)
@@ -258,7 +266,7 @@ def _delta_binary_packed(cycle, n, out, pos):
             adjusted[k] = np.uint64(delta)
             if k == 0 or delta < least:
                 least = delta
-        pos = _put_varint(out, pos, np.uint64((least << 1) ^ (least >> 63)))
+        pos = _put_varint(out, pos, _zigzag64(least))
         for k in range(size):
             adjusted[k] -= np.uint64(least)
         for k in range(size, _DELTA_BLOCK):
@@ -423,15 +431,38 @@ def _delta_buffer(values: int) -> np.ndarray:
     return np.empty((values + _DELTA_BLOCK - 1) // _DELTA_BLOCK * block + 64, dtype=np.uint8)
 
 
-def _levels_bytes(levels: np.ndarray | None, rows: int, constant: int | None) -> bytes:
-    """Definition levels (bit width 1) as a data page v1 holds them: length, then the hybrid;
-    one run if they are ``constant``."""
-    if constant is not None:
-        body = _varint(rows << 1) + bytes([constant])
+def _runs_bytes(runs: list[tuple[int, int]], width: int) -> bytes:
+    """(value, length) runs as the hybrid's run-length runs: a header, then the value."""
+    size = (width + 7) // 8
+    return b"".join(_varint(length << 1) + value.to_bytes(size, "little") for value, length in runs)
+
+
+def _levels_bytes(levels: np.ndarray | list[tuple[int, int]]) -> bytes:
+    """Definition levels (bit width 1) as a data page v1 holds them: their length, then the
+    hybrid. Given as (level, length) runs, or as one level a row."""
+    if isinstance(levels, list):
+        body = _runs_bytes(levels, 1)
     else:
-        out = _hybrid_buffer(rows, 1)
-        body = out[: _hybrid(levels, 1, out, 0)]
-    return len(body).to_bytes(4, "little") + bytes(body)
+        out = _hybrid_buffer(levels.shape[0], 1)
+        body = bytes(out[: _hybrid(levels, 1, out, 0)])
+    return len(body).to_bytes(4, "little") + body
+
+
+class _Presence(NamedTuple):
+    """Where a nullable field has a value: one level a row, how many are 1, and the levels as
+    a data page holds them (encoded once, for every column that shares them)."""
+
+    levels: np.ndarray
+    count: int
+    page: bytes
+
+
+def _presence(values: np.ndarray, least: int) -> _Presence:
+    """A field present where ``values`` >= ``least``."""
+    levels, count = _present(values, least)
+    rows = values.shape[0]
+    page = _levels_bytes([(int(count > 0), rows)] if count in (0, rows) else levels)
+    return _Presence(levels, count, page)
 
 
 def _data_page(rows: int, encoding: int, levels, values) -> list:
@@ -453,22 +484,20 @@ def _delta_values(cycle: np.ndarray, n: int | None = None) -> np.ndarray:
 def _null_chunk(rows: int, physical: int) -> _Chunk:
     """A nullable column null throughout: one run of definition level 0, no values (and no
     dictionary, as pyarrow writes a dictionary column no row fills)."""
-    return _Chunk(_data_page(rows, PLAIN, _levels_bytes(None, rows, 0), b""), physical, [PLAIN, RLE])
+    return _Chunk(_data_page(rows, PLAIN, _levels_bytes([(0, rows)]), b""), physical, [PLAIN, RLE])
 
 
-def _integer_chunk(values: np.ndarray, rows: int, physical: int, nullable: bool,
-                   levels: np.ndarray | None = None, present: int | None = None) -> _Chunk:
+def _integer_chunk(values: np.ndarray, rows: int, physical: int, presence: _Presence | None = None) -> _Chunk:
     """An integer column: ``values`` for every row (required: cycled through if shorter), or,
-    when nullable, those where ``levels`` is 1 (``present`` of them). Deltas are taken in 64
-    bits: right for INT64, and for INT32 while they fit in 32 bits (an int8 field's do)."""
-    if not nullable:
+    when nullable, those where ``presence`` says. Deltas are taken in 64 bits: right for
+    INT64, and for INT32 while they fit in 32 bits (an int8 field's do)."""
+    if presence is None:
         return _Chunk(_data_page(rows, DELTA_BINARY_PACKED, None, _delta_values(values, rows)),
                       physical, [DELTA_BINARY_PACKED])
-    if present == 0:
+    if presence.count == 0:
         return _null_chunk(rows, physical)
-    kept = values if present == rows else _compress(values, levels, present)
-    levels_page = _levels_bytes(levels, rows, 1 if present == rows else None)
-    pieces = _data_page(rows, DELTA_BINARY_PACKED, levels_page, _delta_values(kept))
+    kept = values if presence.count == rows else _compress(values, presence.levels, presence.count)
+    pieces = _data_page(rows, DELTA_BINARY_PACKED, presence.page, _delta_values(kept))
     return _Chunk(pieces, physical, [DELTA_BINARY_PACKED, RLE])
 
 
@@ -481,14 +510,20 @@ def _dictionary_chunk(dictionary_page: bytes, dictionary_count: int, runs: list[
         out = _hybrid_buffer(codes.shape[0], width)
         data = bytes([width]) + bytes(out[: _hybrid(codes, width, out, 0)])
     else:
-        parts = [bytes([width])]
-        for code, length in runs:
-            parts.append(_varint(length << 1) + code.to_bytes((width + 7) // 8, "little"))
-        data = b"".join(parts)
+        data = bytes([width]) + _runs_bytes(runs, width)
     header = _page_header(DICTIONARY_PAGE, len(dictionary_page), dictionary_count, PLAIN)
     pieces = [header, dictionary_page] + _data_page(rows, RLE_DICTIONARY, levels_page if nullable else None, data)
     encodings = [PLAIN, RLE_DICTIONARY] + ([RLE] if nullable else [])
     return _Chunk(pieces, physical, encodings, len(header) + len(dictionary_page))
+
+
+def _hint_chunk(flat: dict, rescued: _Presence, rows: int) -> _Chunk:
+    """The hint d/U of the rescued rows, over a dictionary of the values present."""
+    if rescued.count == 0:
+        return _null_chunk(rows, FLOAT)
+    codes, numerators, denominators = _hint_codes(flat["hint_num"], flat["hint_den"], rescued.levels, rescued.count)
+    dictionary = (numerators.astype(np.float32) / denominators.astype(np.float32)).astype("<f4")
+    return _dictionary_chunk(dictionary.tobytes(), len(dictionary), None, codes, rows, True, rescued.page, FLOAT)
 
 
 def _plain_strings(names) -> bytes:
@@ -554,8 +589,8 @@ class DealFileEncoder:
         if rows == 0:
             return 0
         flat = {name: values.reshape(-1) for name, values in results.items()}
-        # The rescue's definition levels, shared by its two columns.
-        rescued = _present(flat["rescue_pile"], 1) if any(cell.has_rescue for cell in cells) else None
+        # Where the rescue's two columns have values.
+        rescued = _presence(flat["rescue_pile"], 1) if any(cell.has_rescue for cell in cells) else None
         chunks = [self._column(field, seed, first, count, cells, flat, rows, rescued) for field in self.schema]
         self.write_row_group(chunks, rows)
         return rows
@@ -595,9 +630,9 @@ class DealFileEncoder:
     def _column(self, field: pa.Field, seed, first, count, cells, flat, rows, rescued) -> _Chunk:
         name = field.name
         if name == "seed":
-            return _integer_chunk(np.array([seed], dtype=np.uint64), rows, INT64, False)
+            return _integer_chunk(np.array([seed], dtype=np.uint64), rows, INT64)
         if name == "deal":  # the shard's deal numbers, cell after cell
-            return _integer_chunk(np.arange(first, first + count, dtype=np.uint64), rows, INT64, False)
+            return _integer_chunk(np.arange(first, first + count, dtype=np.uint64), rows, INT64)
         if name in self.label_names:
             names = self.label_names[name]
             values = [getattr(cell, name) for cell in cells]
@@ -606,39 +641,26 @@ class DealFileEncoder:
                 return _null_chunk(rows, BYTE_ARRAY)
             levels_page = None
             if field.nullable:
-                levels = _merged_runs([(int(value is not None), count) for value in values])
-                levels_page = _levels_bytes(None, rows, levels[0][0]) if len(levels) == 1 else \
-                    _levels_bytes(np.repeat(np.array([value is not None for value in values], dtype=np.uint8), count),
-                                  rows, None)
+                levels_page = _levels_bytes(_merged_runs([(int(value is not None), count) for value in values]))
             return _dictionary_chunk(self._dictionary_pages[name], len(names), runs, None, rows,
                                      field.nullable, levels_page, BYTE_ARRAY)
         if name == "won":
             packed = np.packbits(flat["won"].view(np.bool_), bitorder="little")
             return _Chunk(_data_page(rows, PLAIN, None, packed), BOOLEAN, [PLAIN])
         if name in ("cards_turned", "down_at_stop"):
-            return _integer_chunk(flat[name], rows, INT32, False)
+            return _integer_chunk(flat[name], rows, INT32)
         if name in ("rescue_pile", "hint"):
             if rescued is None:  # no cell has a rescue
                 return _null_chunk(rows, FLOAT if name == "hint" else INT32)
-            levels, present = rescued
             if name == "rescue_pile":
-                return _integer_chunk(flat[name], rows, INT32, True, levels, present)
-            return self._hint_chunk(flat, levels, present, rows)
+                return _integer_chunk(flat[name], rows, INT32, rescued)
+            return _hint_chunk(flat, rescued, rows)
         if name in ("restarts", "stray_deaths"):
             if not any(cell.variant == "play_out" for cell in cells):
                 return _null_chunk(rows, INT32)
-            levels, present = _present(flat[name], 0)  # -1 where the kernel leaves them
-            return _integer_chunk(flat[name], rows, INT32, True, levels, present)
+            # -1 where the kernel leaves them
+            return _integer_chunk(flat[name], rows, INT32, _presence(flat[name], 0))
         raise KeyError(f"{name}: not a column of the per-deal schema")
-
-    def _hint_chunk(self, flat, levels, present, rows) -> _Chunk:
-        if present == 0:
-            return _null_chunk(rows, FLOAT)
-        codes, numerators, denominators = _hint_codes(flat["hint_num"], flat["hint_den"], levels, present)
-        dictionary = (numerators.astype(np.float32) / denominators.astype(np.float32)).astype("<f4")
-        levels_page = _levels_bytes(levels, rows, 1 if present == rows else None)
-        return _dictionary_chunk(dictionary.tobytes(), len(dictionary), None, codes, rows, True,
-                                 levels_page, FLOAT)
 
     def close(self) -> None:
         """The footer: the schema, the row groups, and the key-value metadata (the file's own,

@@ -60,9 +60,9 @@ LABEL_NAMES = {
     "depth": rules.DEPTHS,
 }
 
-# Each batch a task writes is a row group of its own (the sweep's batches are at most half a
-# million rows of per-deal records); a larger table is cut into row groups of this many rows:
-# large enough that the per-group cost vanishes, small enough that a reader can stream a shard.
+# pyarrow's writer (the count tables): a table is cut into row groups of this many rows, large
+# enough that the per-group cost vanishes, small enough that a reader can stream a shard. (The
+# per-deal rows are a row group a batch, of at most half a million rows.)
 ROWS_PER_GROUP = 4_000_000
 WRITE_BATCH_VALUES = 65_536
 
@@ -328,7 +328,7 @@ class ShardFileWriter:
     def write_deals(self, seed: int, first: int, results: dict, cells, metadata: dict) -> None:
         """Kernel results for ``cells`` x deals ``first``.. as per-deal rows (`schema.deal_table`)."""
         if self.encoder is None:
-            from pipeline import dealfile
+            from pipeline import dealfile  # numba: imported where rows are written, not by readers
 
             self.encoder = dealfile.DealFileEncoder(self.sink, DEAL_WRITE_SCHEMA, LABEL_NAMES, metadata)
         self.rows += self.encoder.write_batch(seed, first, results, cells)

@@ -190,7 +190,7 @@ def test_delta_encoding_of_any_int64_sequence(spread):
     sink = io.BytesIO()
     encoder = dealfile.DealFileEncoder(sink, one_column, {}, {})
     for part in np.array_split(values, [1, 3, 36, 165, 435]):  # blocks whole, short, of one delta
-        encoder.write_row_group([dealfile._integer_chunk(part, len(part), dealfile.INT64, False)], len(part))
+        encoder.write_row_group([dealfile._integer_chunk(part, len(part), dealfile.INT64)], len(part))
     encoder.close()
     assert pq.read_table(io.BytesIO(sink.getvalue())).column("v").to_numpy().tolist() == values.tolist()
 
