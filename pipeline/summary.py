@@ -7,8 +7,8 @@ deals, the counts of identical records instead, so that a billion-deal sweep sta
 megabytes. `summarise(results, cells)` turns the kernel's arrays (``kernel.RESULT_FIELDS``,
 shaped (cells, deals)) into six tables; the report reads per-deal results by turning each
 shard's rows into the same tables (`ShardSummary`; the ``facts`` table it reads as written),
-so both record modes give the same figures by construction. Tables of several batches or shards simply add up: sum ``n`` (and
-the pair counts) over equal keys (`combine`).
+so both record modes give the same figures by construction. Tables of several batches or
+shards simply add up: sum ``n`` (and the pair counts) over equal keys (`combine`).
 
 Label columns, in every table (in ``pairs`` twice, prefixed ``a_`` and ``b_``): ``order``,
 ``variant``, ``strategy``, ``finale``, ``depth``, as in the per-deal schema (null where the
