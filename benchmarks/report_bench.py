@@ -53,7 +53,7 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     config = sweep_config.from_dict(raw)
     location = storage.Location(where)
     shards = sweep.plan(config)
-    record = sweep.start_run_record(config, None, None, len(shards), 0)
+    record = sweep.start_run_record(config, None, None, shards.count, 0)
     location.write_json(storage.RUN_FILE, record)
     manifest = storage.Manifest(location, config.hash)
     jobs = [(where, raw, shard.index) for shard in shards]

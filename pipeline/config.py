@@ -205,6 +205,8 @@ def load(path: str, overrides: tuple[str, ...] | list[str] = ()) -> SweepConfig:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not valid TOML: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML for a config: nested too deeply") from None
     for override in overrides:
         apply_override(raw, override)
     return from_dict(raw, source=path)
@@ -251,8 +253,10 @@ def parse_int(key: str, text: str, allowed: str) -> int:
     raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
 
 
-def from_dict(raw: dict, source: str = "") -> SweepConfig:
-    """Check a raw config (as TOML reads it) and resolve it."""
+def from_dict(raw: dict, source: str = "", check_output: bool = True) -> SweepConfig:
+    """Check a raw config (as TOML reads it) and resolve it. ``check_output``: whether
+    ``output`` must be a directory this process could write (not when a recorded config is
+    read back, on a machine that may not even see that path)."""
     for key, value in raw.items():
         if key not in TABLE_KEYS:
             kind_of(key)  # unknown keys fail here
@@ -282,7 +286,9 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     if record == "summary" and importlib.util.find_spec("pipeline.summary") is None:
         raise ConfigError("record: 'summary' needs pipeline.summary, which this installation "
                           "does not have yet; allowed here: deals")
-    output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
+    output = checked_str(raw, "output", default=f"results/{name}")
+    if check_output:
+        output = checked_output(output)
 
     grid_raw = raw.get("grid", {})
     grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES}
@@ -350,11 +356,17 @@ def checked_output(output: str) -> str:
     """A local directory we could create, or a URI of a pyarrow.fs scheme."""
     if not output:
         raise ConfigError(f"output: empty; expected {TOP_KEYS['output'][1]}")
+    if "\0" in output:
+        raise ConfigError(f"output: {output!r} holds a NUL character, which no path or URI "
+                          f"can; expected {TOP_KEYS['output'][1]}")
     scheme, sep, rest = output.partition("://")
     if sep and scheme not in URI_SCHEMES:
         raise ConfigError(f"output: URI scheme {scheme!r} is not supported; "
                           f"allowed: {', '.join(URI_SCHEMES)}")
     if sep and scheme != "file":
+        if not rest.split("?", 1)[0].strip("/"):
+            raise ConfigError(f"output: {output!r} names no bucket or path; expected "
+                              f"{scheme}://BUCKET/PREFIX")
         return output  # object stores are checked when the run opens them
     path = os.path.abspath(rest if sep else output)
     if os.path.exists(path) and not os.path.isdir(path):

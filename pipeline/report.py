@@ -102,62 +102,68 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     standard cell, for the replay check.
     """
     try:
-        location, run, manifest = storage.open_results(where)
+        results = storage.open_results(where)
     except storage.ResultsError as error:
         raise ReportError(str(error)) from None
-    mode = run.get("record") or run.get("config", {}).get("record")
+    location, run = results.location, results.run
+    mode = run.get("record") or run["config"].get("record")
     if mode not in ("deals", "summary"):
         raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
-    if manifest is None or manifest.get("invalid"):
-        raise ReportError(f"{where}: no readable manifest.json, so no committed shard to read")
-    version = storage.version_problem(run)
-    if version:
-        raise ReportError(f"{where}: {version}")
+    if results.unusable:  # run.json or the whole manifest: nothing in it can be trusted
+        raise ReportError(f"{where}: {results.unusable}")
+    if results.manifest_missing:
+        raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
     cells = run_cells(run)
-    config_hash = run.get("config_hash")
+    config_hash = run["config_hash"]
     schemas = storage.expected_schemas(mode)
-    if manifest.get("config_hash") != config_hash:
-        raise ReportError(f"{where}: manifest.json belongs to another config than run.json")
-    committed = sorted(manifest.get("shards", []), key=lambda e: e.get("first", 0))
+    plan = results.plan
+    committed = [results.entries[index] for index in sorted(results.entries)]
 
     def verified(entry: dict) -> str | None:
-        try:
-            return storage.shard_problem(location, entry, config_hash, schemas)
-        except (KeyError, TypeError, ValueError) as error:
-            return f"malformed manifest entry ({type(error).__name__}: {error})"
+        return storage.shard_problem(location, entry, plan[entry["index"]], config_hash, schemas)
 
     workers = workers or min(len(committed), os.cpu_count() or 1) or 1
     decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
     head_won: dict[Cell, tuple[int, np.ndarray]] = {}
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        if mode == "summary":
-            problems_found = list(pool.map(verified, committed))
-            entries = [e for e, problem in zip(committed, problems_found) if not problem]
-            results = None
-        else:
-            # Each worker checks its shard, then counts it: sha256 and decoding run side by side.
-            def verified_shard(entry):
-                problem = verified(entry)
-                if problem:
-                    return problem, None
-                try:
-                    return None, _deal_shard(location, entry, cells, head, decode_threads)
-                except (ValueError, pa.ArrowException, OSError) as error:
-                    return f"unreadable records: {error}", None
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            if mode == "summary":
+                problems_found = list(pool.map(verified, committed))
+                entries = [e for e, problem in zip(committed, problems_found) if not problem]
+                results_read = None
+            else:
+                # Each worker checks its shard, then counts it: sha256 and decoding side by side.
+                def verified_shard(entry):
+                    problem = verified(entry)
+                    if problem:
+                        return problem, None
+                    try:
+                        return None, _deal_shard(location, entry, cells, head, decode_threads)
+                    except (ValueError, pa.ArrowException) as error:
+                        return f"unreadable records: {error}", None
 
-            outcome = list(pool.map(verified_shard, committed))
-            problems_found = [problem for problem, _ in outcome]
-            entries = [e for e, (problem, _) in zip(committed, outcome) if not problem]
-            results = [result for problem, result in outcome if not problem]
-    problems = [f"shard {e.get('index')} not read: {p}" for e, p in zip(committed, problems_found) if p]
-    if not entries:
-        raise ReportError(f"{where}: no committed shard verifies, nothing to report"
-                          + (f" ({problems[0]})" if problems else ""))
-    if mode == "summary":
-        tables = _summed_summary(location, entries)
-    else:
-        tables, head_won = _summed_deals(results)
-        tables.update(_summed_summary(location, entries, [storage.FACTS_TABLE]))
+                outcome = list(pool.map(verified_shard, committed))
+                problems_found = [problem for problem, _ in outcome]
+                entries = [e for e, (problem, _) in zip(committed, outcome) if not problem]
+                results_read = [result for problem, result in outcome if not problem]
+        problems = [problem if index is None else f"shard {index} not read: {problem}"
+                    for index, problem in results.problems if index not in results.entries]
+        problems += [f"shard {index}: {problem}" for index, problem in results.problems
+                     if index in results.entries]  # listed twice, identically: read once
+        problems += [f"shard {e['index']} not read: {p}" for e, p in zip(committed, problems_found) if p]
+        if not entries:
+            raise ReportError(f"{where}: no committed shard verifies, nothing to report"
+                              + (f" ({problems[0]})" if problems else ""))
+        if mode == "summary":
+            tables = _summed_summary(location, entries)
+        else:
+            tables, head_won = _summed_deals(results_read)
+            tables.update(_summed_summary(location, entries, [storage.FACTS_TABLE]))
+    except (OSError, pl.exceptions.PolarsError) as error:
+        # The files changed under the report (a run started over there, or a disk failed).
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ReportError(f"{where}: the results changed or failed while being read "
+                          f"({first_line}); rerun the report once no run is writing there") from None
     return Loaded(where, location, run, mode, cells, entries, problems, tables, head_won)
 
 
@@ -847,8 +853,8 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as error:
-        raise ReportError(f"--out: {directory}: cannot write a report there "
-                          f"({error.strerror or error})") from None
+        raise ReportError(f"{'--out: ' if out is not None else ''}{directory}: cannot write a "
+                          f"report there ({error.strerror or error})") from None
     write_all(directory, document, figures, finish_plots)
     lap("write")
     return Report(loaded, figures, claims, document, directory, timings)

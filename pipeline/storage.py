@@ -17,15 +17,27 @@ A results directory (a local path or any `pyarrow.fs` URI) holds:
 
 Files are named by shard index and deal range, never by a random id, and their bytes are a
 function of the config alone (no timestamps, no host names), so a shard redone anywhere is
-byte-identical. A local shard is written to a hidden temporary name in its directory and
-renamed into place; on object stores the final key is written, then committed to the manifest.
+byte-identical. A local shard's file is written under ``shards/.partial/``, outside every
+table's directory, and the driver renames it into place when it commits the shard (just before
+the manifest that lists it is written), so a reader scanning ``shards/<table>/`` sees only whole
+files, and only committed ones unless the driver died between the two. On object stores the
+final key is written, then committed to the manifest; readers there use `committed_files`.
+
+Clean-up is conservative: a run deletes only what it owns (files of its own naming in its own
+directories, reached without following a link, and not listed in the manifest); anything else
+it finds is named and left alone.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
+import secrets
+import shutil
+import stat
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -38,11 +50,16 @@ RUN_FILE = "run.json"
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = ".lock"
 SHARDS_DIR = "shards"
+PARTIAL_DIR = f"{SHARDS_DIR}/.partial"  # files being written, or written and not yet committed
 REPORT_DIR = "report"
 DEALS_TABLE = "deals"
 FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts
 METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"
+# A committed shard file's name (see Shard.stem), and a temporary file of run.json or the
+# manifest left by a process that died while writing it.
+SHARD_FILE_NAME = re.compile(r"shard-(\d{6,})_deals-(\d+)-(\d+)\.parquet")
+STALE_TEMP_NAME = re.compile(rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+{re.escape(TEMP_SUFFIX)}")
 
 # Columns of the per-deal schema that every row has (SPEC section 8): written as required,
 # they have no definition levels to write or read. Any other column, present or future, stays
@@ -135,12 +152,56 @@ class Shard:
         return f"{SHARDS_DIR}/{table}/{self.stem}.parquet"
 
 
-def plan_shards(first: int, deals: int, shard_size: int) -> list[Shard]:
-    """The shards of a sweep: consecutive deal ranges of ``shard_size``, the last one shorter."""
-    return [
-        Shard(index, first + start, min(shard_size, deals - start))
-        for index, start in enumerate(range(0, deals, shard_size))
-    ]
+@dataclass(frozen=True)
+class ShardPlan:
+    """The shards of a sweep: consecutive deal ranges of ``shard_size`` from deal ``first``,
+    the last one shorter. A range, not a list: any shard, and the count, cost the same
+    however many shards there are."""
+
+    first: int
+    deals: int
+    shard_size: int
+
+    @property
+    def count(self) -> int:
+        """The number of shards (no `len`: Python caps it at 2**63 - 1, and plans can be longer)."""
+        return -(-self.deals // self.shard_size)
+
+    def __getitem__(self, index: int) -> Shard:
+        count = self.count
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError(f"shard {index} is not in a plan of {count} shards")
+        start = index * self.shard_size
+        return Shard(index, self.first + start, min(self.shard_size, self.deals - start))
+
+    def __iter__(self):
+        return self.from_index(0)
+
+    def from_index(self, index: int):
+        """The shards from ``index`` on, made as they are asked for."""
+        while index < self.count:
+            yield self[index]
+            index += 1
+
+    def __contains__(self, index) -> bool:
+        return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < self.count
+
+    def missing(self, present) -> tuple[int, list[Shard]]:
+        """How many shards of the plan are not in ``present`` (a set of indices), and the
+        first five of them; costs the size of ``present``, not of the plan."""
+        count, shown, expected = 0, [], 0
+        for index in sorted(i for i in present if i in self) + [self.count]:
+            gap = index - expected
+            count += gap
+            shown += [self[i] for i in range(expected, expected + min(gap, 5 - len(shown)))]
+            expected = index + 1
+        return count, shown
+
+
+def plan_shards(first: int, deals: int, shard_size: int) -> ShardPlan:
+    return ShardPlan(first, deals, shard_size)
 
 
 class Location:
@@ -193,16 +254,19 @@ class Location:
         return [info.base_name for info in self.fs.get_file_info(selector)
                 if info.base_name != LOCK_FILE]
 
-    def lock(self):
+    def lock(self) -> "Lock | None":
         """Hold this directory for one driver (local paths; the OS releases it if we die).
 
-        Gives the open lock file, to keep; ResultsError if another run holds it. Object
-        stores have no such lock: one driver per output there is the user's affair.
+        Taken before anything in the directory is read, so that what is read stays true while
+        the lock is held. Gives the `Lock`, to keep; ResultsError if another run holds it.
+        Object stores have no such lock: one driver per output there is the user's affair.
         """
         if not self.is_local:
             return None
         import fcntl
 
+        made_directory = not os.path.exists(self.root)
+        made_file = made_directory or not os.path.lexists(self.full(LOCK_FILE))
         try:
             os.makedirs(self.root, exist_ok=True)
             handle = open(self.full(LOCK_FILE), "a+")
@@ -217,11 +281,16 @@ class Location:
             handle.close()
             raise ResultsError(f"output: {self.where} is in use by another clocksweep run "
                                f"(pid {holder}); wait for it, or choose another output") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        return handle
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+        except OSError as error:  # a full disk
+            handle.close()
+            raise ResultsError(f"output: {self.where}: cannot write there "
+                               f"({error.strerror or error})") from None
+        return Lock(self, handle, made_directory, made_file)
 
     def relative(self, full: str) -> str:
         return full[len(self.root) + 1 :]
@@ -234,28 +303,77 @@ class Location:
             return json.loads(stream.read())
 
     def write_json(self, relative: str, value) -> None:
-        """Replace a JSON file atomically: a temporary file renamed over it (locally)."""
+        """Replace a JSON file atomically: a temporary file renamed over it (locally).
+        ResultsError, in one line, if it cannot be written (a full disk); the temporary file
+        is removed."""
         data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
-        if self.is_local:
-            final = self.full(relative)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            temp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}{TEMP_SUFFIX}"
+        try:
+            if self.is_local:
+                self._write_local(self.full(relative), data)
+            else:  # an object store's PUT is atomic: the key appears whole or not at all
+                with self.fs.open_output_stream(self.full(relative)) as stream:
+                    stream.write(data)
+        except OSError as error:
+            raise ResultsError(f"output: {self.where}: cannot write {relative}: "
+                               f"{_os_error_text(error)}") from None
+
+    @staticmethod
+    def _write_local(final: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        temp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}{TEMP_SUFFIX}"
+        try:
             with open(temp, "wb") as file:
                 file.write(data)
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temp, final)
-            return
-        # An object store's PUT is atomic: the key appears whole or not at all.
-        with self.fs.open_output_stream(self.full(relative)) as stream:
-            stream.write(data)
+        except BaseException:
+            try:
+                os.remove(temp)
+            except OSError:
+                pass
+            raise
 
     def delete(self, relative: str) -> None:
+        """Remove a file or directory tree of ours. Locally a symbolic link is removed, never
+        followed (nor is any link inside the tree)."""
+        if self.is_local:
+            path = self.full(relative)
+            if os.path.islink(path) or os.path.isfile(path):
+                os.remove(path)
+            elif os.path.isdir(path):
+                shutil.rmtree(path)
+            return
         info = self.info(relative)
         if info.type == pafs.FileType.Directory:
             self.fs.delete_dir(info.path)
         elif info.type == pafs.FileType.File:
             self.fs.delete_file(info.path)
+
+    def prune_partial(self) -> None:
+        """Remove PARTIAL_DIR's directories once they hold nothing (locally)."""
+        if not self.is_local or self.kind(PARTIAL_DIR) != "directory":
+            return
+        for folder, _, _ in sorted(os.walk(self.full(PARTIAL_DIR)), reverse=True):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+
+    def kind(self, relative: str) -> str:
+        """'missing', 'file', 'directory', or (locally) 'link' or 'other', of a path not
+        followed if it is a link."""
+        if not self.is_local:
+            found = self.info(relative).type
+            return {pafs.FileType.File: "file", pafs.FileType.Directory: "directory"}.get(
+                found, "missing")
+        try:
+            mode = os.lstat(self.full(relative)).st_mode
+        except FileNotFoundError:
+            return "missing"
+        if stat.S_ISLNK(mode):
+            return "link"
+        return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
 
     def sha256(self, relative: str) -> str:
         digest = hashlib.sha256()
@@ -297,10 +415,12 @@ class _HashingSink:
 
 
 class ShardFileWriter:
-    """Writes one Parquet file of a shard; `commit` makes it appear whole, `abort` removes it.
+    """Writes one Parquet file of a shard; `commit` closes it whole, `abort` removes it.
 
     Its rows come either as Arrow tables (`write`: the summary tables and the deal facts, by
     pyarrow's writer) or as kernel results (`write_deals`: the per-deal rows, by `dealfile`).
+    A local file is written under PARTIAL_DIR and stays there until the driver commits it
+    (`Manifest.flush` renames it into place); on an object store it is written at its key.
     """
 
     def __init__(self, location: Location, relative: str, table: str):
@@ -309,12 +429,13 @@ class ShardFileWriter:
         self.encoder = None  # made by the first write, which says what kind of file this is
         final = location.full(relative)
         if location.is_local:
-            directory = os.path.dirname(final)
-            os.makedirs(directory, exist_ok=True)
-            self.temp = f"{directory}/.{os.path.basename(final)}.{os.getpid()}{TEMP_SUFFIX}"
-            raw = open(self.temp, "wb")
+            # A name no other attempt at this shard can have, on this node or another.
+            self.staged = (f"{PARTIAL_DIR}/{table}/{os.path.basename(relative)}."
+                           f"{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+            os.makedirs(os.path.dirname(location.full(self.staged)), exist_ok=True)
+            raw = open(location.full(self.staged), "wb")
         else:
-            self.temp = None
+            self.staged = None
             location.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
             raw = location.fs.open_output_stream(final)
         self.sink = _HashingSink(raw)
@@ -334,20 +455,22 @@ class ShardFileWriter:
         self.rows += self.encoder.write_batch(seed, first, results, cells)
 
     def commit(self) -> dict:
-        """Close the file, put it in place, and give its manifest record."""
+        """Close the file and give its manifest record (with ``staged``, where it waits to be
+        renamed into place, which `Manifest.commit` takes out)."""
         if self.encoder is None:
             raise ValueError(f"{self.relative}: nothing was written")
         self.encoder.close()
         self.sink.close()
-        if self.temp is not None:
-            os.replace(self.temp, self.location.full(self.relative))
-        return {
+        record = {
             "table": self.table,
             "path": self.relative,
             "rows": self.rows,
             "bytes": self.sink.size,
             "sha256": self.sink.digest.hexdigest(),
         }
+        if self.staged is not None:
+            record["staged"] = self.staged
+        return record
 
     def abort(self) -> None:
         try:
@@ -355,39 +478,199 @@ class ShardFileWriter:
                 self.encoder.close()
         except Exception:  # the file is discarded whatever state the writer is in
             pass
-        self.sink.close()
-        if self.temp is not None and os.path.exists(self.temp):
-            os.remove(self.temp)
+        try:
+            self.sink.close()
+        except OSError:  # e.g. a full disk: the last bytes could not be flushed
+            pass
+        if self.staged is not None:
+            try:
+                os.remove(self.location.full(self.staged))
+            except FileNotFoundError:
+                pass
+
+
+class Lock:
+    """A results directory held for one driver (see `Location.lock`)."""
+
+    def __init__(self, location: Location, handle, made_directory: bool, made_file: bool):
+        self.location, self.handle = location, handle
+        self.made_directory, self.made_file = made_directory, made_file
+
+    def release(self, refused: bool = False) -> None:
+        """Let the directory go. ``refused``: the run wrote nothing, so what taking the lock
+        created (the lock file, the directory) is removed too."""
+        try:
+            self.handle.seek(0)
+            self.handle.truncate()  # no pid of a run that has ended
+            if refused and self.made_file:
+                os.remove(self.location.full(LOCK_FILE))
+                if self.made_directory:
+                    os.rmdir(self.location.root)
+        except OSError:
+            pass
+        self.handle.close()
+
+
+def _os_error_text(error: OSError) -> str:
+    if error.errno == errno.ENOSPC:
+        return "the disk is full (No space left on device)"
+    return error.strerror or (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def is_disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# --- What a results directory holds besides its committed files ---------------------------
+
+
+@dataclass
+class Survey:
+    """What `survey` found under a results directory besides the committed files (paths
+    relative to it): files of ours to remove, and things of others to name and leave."""
+
+    uncommitted: list[str]  # shard files of our naming that the manifest does not list
+    partial: list[str]  # files under PARTIAL_DIR: unfinished or uncommitted attempts
+    stale: list[str]  # temporary files of run.json or the manifest
+    foreign: list[tuple[str, str]]  # (path, what it is): not ours, left alone
+    blocking: list[tuple[str, str]]  # (path, what it is): where a file of ours must go
+
+    @property
+    def removable(self) -> list[str]:
+        return self.uncommitted + self.partial + self.stale
+
+
+def table_names() -> tuple[str, ...]:
+    """Every table a shard can have a directory of, in either record mode."""
+    from pipeline import summary
+
+    return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.SCHEMAS]))
+
+
+def survey(location: Location, committed: set[str]) -> Survey:
+    """Everything under ``shards/`` (and stale temporary files at the top) that is not in
+    ``committed``: never following a symbolic link, so that nothing outside the results
+    directory, and no committed file under another name, is ever counted as ours."""
+    found = Survey([], [], [], [], [])
+    tables = table_names()
+    if not location.is_local:
+        for info in location.files(SHARDS_DIR):
+            path = location.relative(info.path)
+            parts = path.split("/")
+            if path in committed:
+                continue
+            if len(parts) == 3 and parts[1] in tables and SHARD_FILE_NAME.fullmatch(parts[2]):
+                found.uncommitted.append(path)
+            elif path.startswith(PARTIAL_DIR + "/"):
+                found.partial.append(path)
+            else:
+                found.foreign.append((path, "a file clocksweep does not write"))
+        return found
+
+    def entries(relative: str):
+        try:
+            with os.scandir(location.full(relative)) as listing:
+                return sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            return []
+
+    def what(relative: str) -> str:
+        kind = location.kind(relative)
+        return {"link": "a symbolic link", "directory": "a directory", "file": "a file",
+                "other": "not a regular file"}.get(kind, kind)
+
+    for entry in entries(""):
+        if STALE_TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            found.stale.append(entry.name)
+    top = location.kind(SHARDS_DIR)
+    if top == "link":
+        found.foreign.append((SHARDS_DIR, "a symbolic link: nothing is cleaned up through it"))
+        return found
+    if top not in ("directory", "missing"):
+        found.blocking.append((SHARDS_DIR, what(SHARDS_DIR)))
+        return found
+    for entry in entries(SHARDS_DIR):
+        path = f"{SHARDS_DIR}/{entry.name}"
+        if path == PARTIAL_DIR and location.kind(path) == "directory":
+            pending = [PARTIAL_DIR]
+            while pending:
+                folder = pending.pop()
+                for inner in entries(folder):
+                    inner_path = f"{folder}/{inner.name}"
+                    kind = location.kind(inner_path)
+                    if kind == "file":
+                        found.partial.append(inner_path)
+                    elif kind == "directory":
+                        pending.append(inner_path)
+                    else:
+                        found.foreign.append((inner_path, what(inner_path)))
+            continue
+        if entry.name not in tables:
+            found.foreign.append((path, what(path)))
+            continue
+        if location.kind(path) != "directory":
+            found.blocking.append((path, what(path)))
+            continue
+        for inner in entries(path):
+            inner_path = f"{path}/{inner.name}"
+            ours = SHARD_FILE_NAME.fullmatch(inner.name) is not None
+            kind = location.kind(inner_path)
+            if kind == "file" and ours:
+                if inner_path not in committed:
+                    found.uncommitted.append(inner_path)
+            elif ours:
+                found.blocking.append((inner_path, what(inner_path)))
+            else:
+                found.foreign.append((inner_path, what(inner_path)))
+    return found
 
 
 # --- Checking shard files -----------------------------------------------------------------
 
 
 def file_problem(location: Location, record: dict, config_hash: str,
-                 expected_schema: pa.Schema | None = None) -> str | None:
-    """What is wrong with a committed file (missing, truncated, altered, foreign), or None."""
+                 expected_schema: pa.Schema | None = None, shard: Shard | None = None) -> str | None:
+    """What is wrong with a committed file (missing, truncated, altered, foreign, or written
+    for another shard than ``shard``), or None."""
     path = record["path"]
+    kind = location.kind(path)
+    if kind != "file":
+        return f"{path}: missing" if kind == "missing" else f"{path}: {kind}, not a file"
     info = location.info(path)
-    if info.type != pafs.FileType.File:
-        return f"{path}: missing"
     if info.size != record["bytes"]:
         return (f"{path}: {info.size} bytes, the manifest says {record['bytes']} "
                 "(truncated or altered)")
     try:
         with location.fs.open_input_file(location.full(path)) as file:
             metadata = pq.read_metadata(file)
+        file_schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as error:
         return f"{path}: unreadable Parquet footer ({str(error).splitlines()[0]})"
     if metadata.num_rows != record["rows"]:
         return f"{path}: {metadata.num_rows} rows, the manifest says {record['rows']}"
-    file_schema = metadata.schema.to_arrow_schema()
     if expected_schema is not None and not file_schema.equals(expected_schema,
                                                               check_metadata=False):
         difference = schema_difference(file_schema, expected_schema)
         return f"{path}: schema differs from the {record['table']} schema ({difference})"
-    provenance = json.loads((file_schema.metadata or {}).get(METADATA_KEY.encode(), b"{}"))
-    if provenance.get("config_hash") != config_hash:
-        return f"{path}: written by another config (hash {str(provenance.get('config_hash'))[:12]})"
+    # The provenance is stored twice (the footer's key-value pairs, and the Arrow schema
+    # inside them): both must be the same clocksweep record.
+    copies = [(metadata.metadata or {}).get(METADATA_KEY.encode()),
+              (file_schema.metadata or {}).get(METADATA_KEY.encode())]
+    try:
+        provenance = [json.loads(copy) if copy is not None else None for copy in copies]
+    except (ValueError, UnicodeDecodeError):
+        provenance = None
+    if not provenance or not isinstance(provenance[0], dict) or provenance[0] != provenance[1]:
+        return f"{path}: its footer's provenance is damaged (not one clocksweep record)"
+    written = provenance[0]
+    if written.get("config_hash") != config_hash:
+        return f"{path}: written by another config (hash {str(written.get('config_hash'))[:12]})"
+    if shard is not None:
+        own = {"index": shard.index, "first": shard.first, "last": shard.last}
+        if written.get("shard") != own:
+            other = written.get("shard") if isinstance(written.get("shard"), dict) else {}
+            return (f"{path}: written for deals {other.get('first')}-{other.get('last')} "
+                    f"(it belongs to shard {other.get('index')}), not shard {shard.index}'s")
     if location.sha256(path) != record["sha256"]:
         return f"{path}: sha256 differs from the manifest (altered)"
     return None
@@ -407,11 +690,41 @@ def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
     return "; ".join(parts) or "column order"
 
 
-def entry_problem(entry: dict, tables) -> str | None:
-    """What is wrong with the files a manifest entry lists: each of ``tables`` once, at the
-    shard's own path (a file of another shard, or one listed twice, would be read as this one's)."""
-    shard = Shard(entry["index"], entry["first"], entry["last"] - entry["first"] + 1)
-    listed = [record["table"] for record in entry["files"]]  # well-formed: see manifest_problem
+def _is_count(value, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def entry_shape_problem(entry) -> str | None:
+    """What keeps one manifest entry from being read as one, or None."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for key in ("index", "first", "last", "deals", "cells", "rows"):
+        if not _is_count(entry.get(key)):
+            return f"its {key} is {entry.get(key)!r}, not a count"
+    if entry["last"] < entry["first"]:
+        return "its range ends before it starts"
+    files = entry.get("files")
+    if not isinstance(files, list) or not files:
+        return "it lists no files"
+    for record in files:
+        if not (isinstance(record, dict)
+                and all(isinstance(record.get(key), str) for key in ("table", "path", "sha256"))
+                and _is_count(record.get("rows")) and _is_count(record.get("bytes"))):
+            return "one of its files is malformed"
+    return None
+
+
+def entry_problem(entry: dict, shard: Shard, n_cells: int, tables) -> str | None:
+    """What is wrong with a well-formed manifest entry for ``shard`` of the plan: its range,
+    deals, cells and rows as the plan makes them, and each of ``tables`` once, at the shard's
+    own path (a file of another shard, or one listed twice, would be read as this one's)."""
+    if (entry["first"], entry["last"]) != (shard.first, shard.last):
+        return (f"{shard.stem}: manifest range {entry['first']}-{entry['last']} is not the "
+                f"plan's {shard.first}-{shard.last}")
+    if entry["deals"] != shard.count or entry["cells"] != n_cells:
+        return (f"{shard.stem}: the manifest says {entry['deals']} deals x {entry['cells']} "
+                f"cells, the plan {shard.count} x {n_cells}")
+    listed = [record["table"] for record in entry["files"]]
     for table in sorted(set(tables) | set(listed)):
         if table not in tables:
             return f"{shard.stem}: a file of table {table}, which this record mode does not write"
@@ -422,20 +735,63 @@ def entry_problem(entry: dict, tables) -> str | None:
     for record in entry["files"]:
         if record["path"] != shard.path(record["table"]):
             return f"{shard.stem}: its {record['table']} file is listed as {record['path']}"
+    rows = sum(record["rows"] for record in entry["files"] if record["table"] == DEALS_TABLE)
+    if entry["rows"] != rows or (DEALS_TABLE in tables and rows != shard.count * n_cells):
+        return (f"{shard.stem}: the manifest says {entry['rows']} rows in {rows} of its files, "
+                f"expected {shard.count * n_cells} ({shard.count} deals x {n_cells} cells)"
+                if DEALS_TABLE in tables else
+                f"{shard.stem}: the manifest says {entry['rows']} per-deal rows, expected 0")
     return None
 
 
-def shard_problem(location: Location, entry: dict, config_hash: str,
-                  schemas: dict[str, pa.Schema] | None = None) -> str | None:
-    """The first problem of a committed shard's manifest entry (given ``schemas``: one file of
-    each table, at its path) or of any of its files, or None."""
-    if schemas is not None:
-        problem = entry_problem(entry, schemas)
+def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
+                    tables) -> tuple[dict[int, dict], list[tuple[int | None, str]]]:
+    """The manifest entries that describe a shard of ``plan`` as it is planned, once each,
+    by index; and (index or None, problem) for the rest. A shard listed twice is kept once if
+    its entries are identical (and named either way). Its files are not opened here."""
+    entries: dict[int, dict] = {}
+    problems: list[tuple[int | None, str]] = []
+    seen: dict[int, list[dict]] = {}
+    for entry in listed:
+        shape = entry_shape_problem(entry)
+        index = entry.get("index") if isinstance(entry, dict) else None
+        index = index if _is_count(index) else None
+        if shape:
+            problems.append((index if index in plan else None,
+                             f"{MANIFEST_FILE}: shard entry {index if index is not None else entry!r} "
+                             f"is malformed ({shape})"))
+            continue
+        if index not in plan:
+            problems.append((None, f"{MANIFEST_FILE}: shard {index} is not in the plan of "
+                                   f"{plan.count} shards"))
+            continue
+        seen.setdefault(index, []).append(entry)
+    malformed = {index for index, _ in problems if index is not None}
+    for index, copies in seen.items():
+        shard = plan[index]
+        if len(copies) > 1:
+            same = all(copy == copies[0] for copy in copies)
+            times = "twice" if len(copies) == 2 else f"{len(copies)} times"
+            problems.append((index, f"{shard.stem}: listed {times} in {MANIFEST_FILE}"
+                                    + (" (identically; read once)" if same else
+                                       ", with different files")))
+            if not same:
+                continue
+        if index in malformed:
+            continue
+        problem = entry_problem(copies[0], shard, n_cells, tables)
         if problem:
-            return problem
+            problems.append((index, problem))
+        else:
+            entries[index] = copies[0]
+    return entries, problems
+
+
+def shard_problem(location: Location, entry: dict, shard: Shard, config_hash: str,
+                  schemas: dict[str, pa.Schema]) -> str | None:
+    """The first problem of any file of a checked manifest entry (see `checked_entries`)."""
     for record in entry["files"]:
-        expected = (schemas or {}).get(record["table"])
-        problem = file_problem(location, record, config_hash, expected)
+        problem = file_problem(location, record, config_hash, schemas.get(record["table"]), shard)
         if problem:
             return problem
     return None
@@ -471,28 +827,12 @@ def as_stored(table_schema: pa.Schema) -> pa.Schema:
     return pq.read_schema(pa.BufferReader(buffer.getvalue()))
 
 
-def uncommitted_files(location: Location, manifest: dict | None) -> list[str]:
-    """Files under shards/ that the manifest does not list (leftovers of an interrupted run)."""
-    committed = {
-        record["path"] for entry in (manifest or {}).get("shards", []) for record in entry["files"]
-    }
-    return sorted(
-        location.relative(info.path)
-        for info in location.files(SHARDS_DIR)
-        if location.relative(info.path) not in committed
-    )
-
-
 # --- Reading and validating a results directory -------------------------------------------
-
-
-def _is_count(value, least: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def run_record_problem(run) -> str | None:
     """What keeps a run.json's content from being read as a run record (the fields that
-    `validate` and the report rely on), or None."""
+    `validate`, the report and a resumed run rely on), or None."""
     if not isinstance(run, dict):
         return f"it holds a JSON {type(run).__name__}, not an object"
     config = run.get("config")
@@ -501,151 +841,201 @@ def run_record_problem(run) -> str | None:
     for key, least in (("first", 0), ("deals", 1), ("shard_size", 1)):
         if not _is_count(config.get(key), least):
             return f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
-    if not isinstance(run.get("cells"), list) or not isinstance(run.get("config_hash"), str):
-        return "it has no list of cells or no config_hash"
+    if not isinstance(run.get("cells"), list) or not all(isinstance(c, dict) for c in run["cells"]):
+        return "it has no list of cells"
+    if not isinstance(run.get("config_hash"), str):
+        return "it has no config_hash"
+    runs = run.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(record, dict) for record in runs):
+        return f"runs is {runs!r}, not a list of run records"
+    shards = run.get("shards", {"count": 1, "size": 1})
+    if not isinstance(shards, dict) or not all(_is_count(shards.get(k), 1) for k in ("count", "size")):
+        return f"shards is {shards!r}, not an object with a count and a size"
     return None
 
 
-def manifest_problem(manifest) -> str | None:
-    """What keeps a manifest.json's content from being read as one, or None."""
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
-        return "it is not an object with a list of shards"
-    for entry in manifest["shards"]:
-        files = entry.get("files") if isinstance(entry, dict) else None
-        if not (isinstance(files, list)
-                and all(_is_count(entry.get(key)) for key in ("index", "first", "last", "deals"))
-                and all(isinstance(record, dict)
-                        and all(isinstance(record.get(key), str) for key in ("table", "path", "sha256"))
-                        and _is_count(record.get("rows")) and _is_count(record.get("bytes"))
-                        for record in files)):
-            shown = entry.get("index") if isinstance(entry, dict) else entry
-            return f"its shard entry {shown!r} is malformed"
+def run_record_mismatch(run: dict) -> str | None:
+    """Where a well-formed run record disagrees with itself: its config must give its
+    config_hash, its cells, its shard plan and the deal scheme it names (an edited run.json
+    would otherwise be read as the sweep it no longer describes)."""
+    from pipeline import config as sweep_config
+
+    try:
+        config = sweep_config.from_dict(run["config"], check_output=False)
+    except sweep_config.ConfigError as error:
+        return f"{RUN_FILE}: its config is not a valid config ({error})"
+    identity = config.identity()
+    recorded_cells = [{key: value for key, value in cell.items() if key != "label"}
+                      for cell in run["cells"]]
+    for name, recorded, expected in (
+        ("config_hash", run["config_hash"], config.hash),
+        ("deal_scheme", run.get("deal_scheme"), identity["deal_scheme"]),
+        ("record", run.get("record", config.record), config.record),
+        ("cells", recorded_cells, identity["cells"]),
+    ) + ((("shards", [run["shards"]["count"], run["shards"]["size"]],
+            [config.n_shards, config.shard_size]),) if "shards" in run else ()):
+        if recorded != expected:
+            return (f"{RUN_FILE}: its {name} is not what its config gives "
+                    "(edited, or written by another clocksweep)")
     return None
 
 
-def open_results(where: str | Location) -> tuple[Location, dict, dict | None]:
-    """A results directory's location, run record and manifest; ResultsError if it is none.
-    A manifest that cannot be read is given as ``{"invalid": True, "why": ...}``."""
+def _read_record(location: Location, name: str, what: str):
+    """The JSON in ``name`` (None if there is none); ResultsError if it is not a file of JSON."""
+    kind = location.kind(name)
+    if kind == "missing":
+        return None
+    if kind != "file":
+        raise ResultsError(f"{location.where}: {name} is {_article(kind)}, not {what}; it is "
+                           "not clocksweep's to remove: move it away")
+    try:
+        return location.read_json(name)
+    except (ValueError, UnicodeDecodeError):
+        raise ResultsError(f"{location.where}: {name} is not valid JSON") from None
+    except OSError as error:
+        raise ResultsError(f"{location.where}: {name} cannot be read "
+                           f"({_os_error_text(error)})") from None
+
+
+def read_run(location: Location) -> dict | None:
+    """run.json, checked as a run record; None if there is none; ResultsError naming the
+    problem if it is not one."""
+    run = _read_record(location, RUN_FILE, "a run record")
+    problem = None if run is None else run_record_problem(run)
+    if problem:
+        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: {problem}")
+    return run
+
+
+def read_manifest(location: Location) -> dict | None:
+    """manifest.json, checked as a manifest (its entries one by one are `checked_entries`'
+    affair); None if there is none; ResultsError naming the problem if it is not one."""
+    manifest = _read_record(location, MANIFEST_FILE, "a manifest")
+    if manifest is not None and not (isinstance(manifest, dict)
+                                     and isinstance(manifest.get("shards"), list)
+                                     and isinstance(manifest.get("config_hash"), str)):
+        raise ResultsError(f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest "
+                           "(an object with a config_hash and a list of shards)")
+    return manifest
+
+
+def _article(kind: str) -> str:
+    return {"directory": "a directory", "link": "a symbolic link"}.get(kind, "not a regular file")
+
+
+@dataclass
+class Results:
+    """A results directory as read for `validate` and the report: its run record, its plan,
+    the manifest entries that describe planned shards (files not yet opened), what is wrong
+    with the rest (by shard index, or None), and what is wrong with the run record or the
+    manifest as a whole (then no entry is read)."""
+
+    location: Location
+    run: dict
+    plan: ShardPlan
+    entries: dict[int, dict]
+    problems: list[tuple[int | None, str]]
+    unusable: str | None = None
+    manifest_missing: bool = False
+    listed_paths: frozenset[str] = frozenset()  # every file path the manifest lists
+
+
+def open_results(where: str | Location) -> Results:
+    """A results directory's run record and manifest, checked; ResultsError if it is not a
+    results directory whose record can be read (an unreadable manifest is a problem of it)."""
     location = where if isinstance(where, Location) else Location(where)
     if not location.exists():
         raise ResultsError(f"{location.where}: no such directory")
-    try:
-        run = location.read_json(RUN_FILE)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ResultsError(f"{location.where}: {RUN_FILE} is not valid JSON") from None
-    except OSError as error:
-        raise ResultsError(f"{location.where}: {RUN_FILE} cannot be read "
-                           f"({str(error).splitlines()[0]})") from None
+    run = read_run(location)
     if run is None:
         raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
-    problem = run_record_problem(run)
-    if problem:
-        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: {problem}")
+    config = run["config"]
+    plan = plan_shards(config["first"], config["deals"], config["shard_size"])
+    unusable = version_problem(run) or run_record_mismatch(run)
     try:
-        manifest = location.read_json(MANIFEST_FILE)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        manifest = {"invalid": True, "why": "not valid JSON"}
-    except OSError as error:
-        manifest = {"invalid": True, "why": f"cannot be read ({str(error).splitlines()[0]})"}
-    unread = isinstance(manifest, dict) and manifest.get("invalid")
-    problem = manifest_problem(manifest) if manifest is not None and not unread else None
-    if problem:
-        manifest = {"invalid": True, "why": f"not a clocksweep manifest: {problem}"}
-    return location, run, manifest
+        manifest = read_manifest(location)
+    except ResultsError as error:
+        return Results(location, run, plan, {}, [],
+                       unusable or str(error).removeprefix(f"{location.where}: "))
+    if manifest is None:
+        return Results(location, run, plan, {}, [], unusable, manifest_missing=True)
+    if manifest["config_hash"] != run["config_hash"]:
+        return Results(location, run, plan, {}, [], unusable or (
+            f"{MANIFEST_FILE}: belongs to another config (hash {manifest['config_hash'][:12]}, "
+            f"{RUN_FILE} has {run['config_hash'][:12]})"))
+    mode = run.get("record") or config.get("record")
+    entries, problems = checked_entries(manifest["shards"], plan, len(run["cells"]),
+                                        expected_schemas(mode) if mode in ("deals", "summary") else {})
+    listed = frozenset(record["path"] for entry in manifest["shards"]
+                       if not entry_shape_problem(entry) for record in entry["files"])
+    return Results(location, run, plan, entries, problems, unusable, listed_paths=listed)
 
 
 def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str]:
-    """Paths (or URIs) of the committed files of ``table``, in deal order: what readers read."""
-    location, _, manifest = open_results(where)
-    entries = sorted((manifest or {}).get("shards", []), key=lambda entry: entry["index"])
+    """Paths (or URIs) of the committed files of ``table``, in deal order: exactly what
+    readers should read (``pl.scan_parquet(committed_files("results/quick"))``). Files are
+    not re-hashed here: `validate` checks them."""
+    results = open_results(where)
     return [
-        location.uri(record["path"])
-        for entry in entries
-        for record in entry["files"]
+        results.location.uri(record["path"])
+        for index in sorted(results.entries)
+        for record in results.entries[index]["files"]
         if record["table"] == table
     ]
 
 
 def validate(where: str | Location) -> tuple[list[str], dict]:
     """Check every shard against the manifest: (problems found, figures of what is there)."""
-    location, run, manifest = open_results(where)
-    problems = []
-    config = run.get("config", {})
-    config_hash = run.get("config_hash")
-    plan = plan_shards(config["first"], config["deals"], config["shard_size"])
-    if manifest is None:
-        manifest = {"shards": []}
+    results = open_results(where)
+    location, run, plan = results.location, results.run, results.plan
+    problems = [results.unusable] if results.unusable else []
+    problems += [problem for _, problem in results.problems]
+    if results.manifest_missing:
         problems.append(f"{MANIFEST_FILE}: missing (no shard committed)")
-    elif manifest.get("invalid"):
-        problems.append(f"{MANIFEST_FILE}: {manifest.get('why', 'not valid JSON')}")
-        manifest = {"shards": []}
-    elif manifest.get("config_hash") != config_hash:
-        problems.append(f"{MANIFEST_FILE}: belongs to another config (hash "
-                        f"{str(manifest.get('config_hash'))[:12]}, run.json has {config_hash[:12]})")
-
-    version = version_problem(run)
-    if version:
+    n_cells = len(run["cells"])
+    listed = {index for index, _ in results.problems if index is not None} | set(results.entries)
+    if version_problem(run):
         # Every file would differ from this version's schemas: the one line says it all.
-        committed = len(manifest.get("shards", []))
-        return [version], {"shards": len(plan), "committed": committed, "broken": committed,
-                           "deals": 0, "cells": len(run["cells"]), "files": 0, "rows": 0,
-                           "bytes": 0, "bytes_per_row": None}
-    schemas = expected_schemas(config["record"])
-    seen_schemas: dict[str, pa.Schema] = {}
-    by_index: dict[int, dict] = {}
-    broken: set[int] = set()
+        return problems, {"shards": plan.count, "committed": len(listed), "broken": len(listed),
+                          "deals": 0, "cells": n_cells, "files": 0, "rows": 0, "bytes": 0,
+                          "bytes_per_row": None}
+    schemas = expected_schemas(run["config"]["record"])
+    broken = {index for index, _ in results.problems if index is not None}
+    good: set[int] = set()
     rows = size = row_bytes = files = 0
-    for entry in manifest.get("shards", []):
-        index = entry.get("index")
-        if not isinstance(index, int) or not 0 <= index < len(plan):
-            problems.append(f"manifest: shard {index!r} is not in the plan of {len(plan)} shards")
-            continue
-        shard = plan[index]
-        if index in by_index:
-            problems.append(f"{shard.stem}: committed twice (overlapping deal ranges)")
-            continue
-        by_index[index] = entry
-        if (entry.get("first"), entry.get("last")) != (shard.first, shard.last):
-            problems.append(f"{shard.stem}: manifest range {entry.get('first')}-{entry.get('last')} "
-                            f"is not the plan's {shard.first}-{shard.last}")
-        expected_rows = shard.count * len(run["cells"])
-        listing = entry_problem(entry, schemas)
-        if listing:
-            problems.append(listing)
+    for index in sorted(results.entries):
+        entry = results.entries[index]
+        problem = shard_problem(location, entry, plan[index], run["config_hash"], schemas)
+        if problem:
+            problems.append(problem)
             broken.add(index)
+            continue
+        good.add(index)
         for record in entry["files"]:
-            if record["table"] == DEALS_TABLE and record["rows"] != expected_rows:
-                problems.append(f"{record['path']}: {record['rows']} rows, expected "
-                                f"{expected_rows} ({shard.count} deals x {len(run['cells'])} cells)")
-            known = schemas.get(record["table"]) or seen_schemas.get(record["table"])
-            problem = file_problem(location, record, config_hash, known)
-            if problem:
-                problems.append(problem)
-                broken.add(index)
-                continue
-            if record["table"] not in seen_schemas:
-                with location.fs.open_input_file(location.full(record["path"])) as file:
-                    seen_schemas[record["table"]] = pq.read_schema(file)
             if record["table"] == DEALS_TABLE:
                 rows += record["rows"]
                 row_bytes += record["bytes"]
             size += record["bytes"]
             files += 1
-
-    missing = [shard for shard in plan if shard.index not in by_index]
+    missing, shown = plan.missing(listed)
     if missing:
-        shown = ", ".join(f"{s.index} ({s.first}-{s.last})" for s in missing[:5])
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        problems.append(f"shards missing: {len(missing)} of {len(plan)}: {shown}{more}")
-    for path in uncommitted_files(location, manifest):
+        more = f" and {missing - len(shown)} more" if missing > len(shown) else ""
+        problems.append(f"shards missing: {missing} of {plan.count}: "
+                        + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown) + more)
+    found = survey(location, set(results.listed_paths))
+    for path in found.uncommitted:
         problems.append(f"{path}: not committed in the manifest (readers of the directory "
                         "would see it; rerun to clean up)")
+    for path in found.partial + found.stale:
+        problems.append(f"{path}: left by an interrupted run (rerun to clean up)")
+    for path, what in found.foreign + found.blocking:
+        problems.append(f"{path}: {what}, not written by clocksweep (runs leave it alone)")
     figures = {
-        "shards": len(plan),
-        "committed": len(by_index),
-        "broken": len(broken),
-        "deals": sum(by_index[i]["deals"] for i in by_index if i not in broken),
-        "cells": len(run["cells"]),
+        "shards": plan.count,
+        "committed": len(listed),
+        "broken": len(broken - good),
+        "deals": sum(results.entries[index]["deals"] for index in good),
+        "cells": n_cells,
         "files": files,
         "rows": rows,
         "bytes": size,
@@ -658,34 +1048,27 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
 
 
 class Manifest:
-    """The committed shards of a sweep, by index; written by the driver, atomically."""
+    """The committed shards of a sweep, by index; written by the driver, atomically.
+
+    A shard is committed when the manifest that lists it is written; its local files are
+    renamed into place from PARTIAL_DIR just before (and back, if that write fails), so that
+    a table's directory holds committed files only but for the moment between the two.
+    """
 
     def __init__(self, location: Location, config_hash: str):
         self.location, self.config_hash = location, config_hash
         self.entries: dict[int, dict] = {}
+        self.staged: list[tuple[str, str]] = []  # (staged, final) of entries not yet written
         self.dirty = True
         self.last_write = 0.0
 
-    def load_verified(self, shards: list[Shard], schemas: dict) -> list[tuple[int, str]]:
-        """Load the committed shards whose files still verify: (index, problem) for the rest."""
-        try:
-            raw = self.location.read_json(MANIFEST_FILE)
-        except (ValueError, UnicodeDecodeError, OSError):
-            raw = []
-        if raw is not None and manifest_problem(raw):
-            return [(-1, f"{MANIFEST_FILE} is unreadable, so every shard is redone")]
-        if raw is None or raw.get("config_hash") != self.config_hash:
-            return []
-        problems = []
-        for entry in raw.get("shards", []):
-            index = entry.get("index")
-            if not isinstance(index, int) or not 0 <= index < len(shards):
-                continue
-            shard = shards[index]
-            if (entry.get("first"), entry.get("last")) != (shard.first, shard.last):
-                problems.append((index, "manifest range differs from the plan"))
-                continue
-            problem = shard_problem(self.location, entry, self.config_hash, schemas)
+    def load_verified(self, listed: list, plan: ShardPlan, n_cells: int,
+                      schemas: dict) -> list[tuple[int | None, str]]:
+        """Keep the entries of ``listed`` (a manifest's shards) whose files still verify:
+        (index or None, problem) for the rest, and for what was listed wrongly."""
+        entries, problems = checked_entries(listed, plan, n_cells, schemas)
+        for index, entry in sorted(entries.items()):
+            problem = shard_problem(self.location, entry, plan[index], self.config_hash, schemas)
             if problem:
                 problems.append((index, problem))
             else:
@@ -693,6 +1076,10 @@ class Manifest:
         return problems
 
     def commit(self, entry: dict) -> None:
+        for record in entry["files"]:
+            staged = record.pop("staged", None)
+            if staged is not None:
+                self.staged.append((staged, record["path"]))
         self.entries[entry["index"]] = entry
         self.dirty = True
 
@@ -702,12 +1089,30 @@ class Manifest:
             "shards": [self.entries[index] for index in sorted(self.entries)],
         }
 
+    def committed_paths(self) -> set[str]:
+        return {record["path"] for entry in self.entries.values() for record in entry["files"]}
+
     def flush(self, at_most_every: float = 0.0) -> None:
-        """Write the manifest if it changed, and not more often than ``at_most_every`` seconds."""
+        """Put staged files in place and write the manifest, if it changed and not more often
+        than ``at_most_every`` seconds. ResultsError if it cannot be written (a full disk)."""
         import time
 
         if not self.dirty or time.monotonic() - self.last_write < at_most_every:
             return
-        self.location.write_json(MANIFEST_FILE, self.as_dict())
+        moved = []
+        try:
+            for staged, final in self.staged:
+                os.makedirs(os.path.dirname(self.location.full(final)), exist_ok=True)
+                os.replace(self.location.full(staged), self.location.full(final))
+                moved.append((staged, final))
+            self.location.write_json(MANIFEST_FILE, self.as_dict())
+        except BaseException:
+            for staged, final in reversed(moved):  # not committed: not in place either
+                try:
+                    os.replace(self.location.full(final), self.location.full(staged))
+                except OSError:
+                    pass
+            raise
+        self.staged.clear()
         self.dirty = False
         self.last_write = time.monotonic()

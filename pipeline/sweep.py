@@ -70,7 +70,7 @@ def code_version() -> str:
 # --- The plan -----------------------------------------------------------------------------
 
 
-def plan(config: SweepConfig) -> list[Shard]:
+def plan(config: SweepConfig) -> storage.ShardPlan:
     return storage.plan_shards(config.first, config.deals, config.shard_size)
 
 
@@ -84,12 +84,13 @@ def describe_plan(config: SweepConfig) -> str:
         f"{len(config.cells)} cells:",
     ]
     lines += [f"  {cell.label}" for cell in config.cells]
-    shown = [shard.stem for shard in shards[:3]]
-    if len(shards) > 4:
+    count = shards.count
+    shown = [shards[index].stem for index in range(min(3, count))]
+    if count > 4:
         shown.append("...")
-    if len(shards) > 3:
+    if count > 3:
         shown.append(shards[-1].stem)
-    lines.append(f"{len(shards)} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
+    lines.append(f"{count:,} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
     lines.append(f"total: {config.deals:,} deals x {len(config.cells)} cells = "
                  f"{config.deals * len(config.cells):,} deal results")
     return "\n".join(lines)
@@ -283,7 +284,7 @@ def format_seconds(seconds: float) -> str:
 # --- Ray ----------------------------------------------------------------------------------
 
 
-def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
+def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple[bool, dict]:
     """Join or start Ray: (whether we started it, what the cluster is).
 
     The address comes from --address, else RAY_ADDRESS (set by `ray job submit`), else the
@@ -312,7 +313,8 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
             options["include_dashboard"] = False
         waiting = nullcontext() if source is None else deadline(
             f"{source}: {value} accepts connections, but no Ray cluster answered there within "
-            "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)")
+            "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)",
+            before_exit)
         try:
             # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
             # one line says it; on success its warnings are shown as usual.
@@ -347,16 +349,19 @@ def connect(config: SweepConfig, address: str | None) -> tuple[bool, dict]:
 
 
 @contextmanager
-def deadline(message: str):
+def deadline(message: str, before_exit=None):
     """Unless the block ends within CONNECT_SECONDS (or CLOCKSWEEP_CONNECT_SECONDS), end the
     process with the one-line error ``message`` (``{seconds}`` in it replaced by the seconds)
     and exit status 2: for a wait inside Ray or an object store's client that cannot be
-    interrupted otherwise. Only used before anything is written."""
+    interrupted otherwise. Only used before anything is written; ``before_exit`` undoes
+    what was made to get there (the lock file)."""
     import threading
 
-    seconds = float(os.environ.get(CONNECT_SECONDS_ENV, CONNECT_SECONDS))
+    seconds = connect_seconds()
 
     def give_up() -> None:
+        if before_exit is not None:
+            before_exit()
         sys.stderr.write(f"{ERROR_PREFIX}{message.replace('{seconds}', f'{seconds:g}')}\n")
         sys.stderr.flush()
         os._exit(2)
@@ -368,6 +373,22 @@ def deadline(message: str):
         yield
     finally:
         timer.cancel()
+
+
+def connect_seconds() -> float:
+    """CONNECT_SECONDS, or CLOCKSWEEP_CONNECT_SECONDS if set; ConfigError if that is no number
+    of seconds."""
+    text = os.environ.get(CONNECT_SECONDS_ENV)
+    if text is None:
+        return CONNECT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"{CONNECT_SECONDS_ENV}: {text!r} is not a number of seconds; "
+                          "expected a positive number, such as 60")
+    return seconds
 
 
 def check_reachable(source: str, address: str) -> None:
@@ -431,57 +452,77 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     """
     stream = stream or sys.stderr
     clock = time.monotonic()
+    connect_seconds()  # a malformed setting is named before anything else happens
     location = Location(config.output)
     shards = plan(config)
-    outcome = Outcome(shards=len(shards))
-    # Read-only checks first: nothing is written unless the run may go ahead.
-    waiting = nullcontext() if location.is_local else deadline(
-        f"output: {config.output} did not answer within {{seconds}} s")
+    outcome = Outcome(shards=shards.count)
+    # The lock first: what is read below stays true while it is held.
+    lock = location.lock()
+    started_ray, refused = False, True
     try:
-        with waiting:
-            previous = read_previous(location, config, fresh)
-    except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
-        raise storage.ResultsError(f"output: {config.output}: cannot be read "
-                                   f"({(str(error).strip().splitlines() or [''])[0]})") from None
-    manifest = storage.Manifest(location, config.hash)
-    notes = []
-    if previous is not None and not fresh:
-        notes = manifest.load_verified(shards, storage.expected_schemas(config.record))
-    todo = [shard for shard in shards if shard.index not in manifest.entries]
-    outcome.skipped = len(shards) - len(todo)
-    outcome.redone = [index for index, _ in notes]
+        waiting = nullcontext() if location.is_local else deadline(
+            f"output: {config.output} did not answer within {{seconds}} s")
+        try:
+            with waiting:
+                previous, listed = read_previous(location, config, fresh)
+                manifest = storage.Manifest(location, config.hash)
+                notes: list[tuple[int | None, str]] = []
+                if listed is not None and not fresh:
+                    if listed["config_hash"] != config.hash:
+                        notes.append((None, f"{MANIFEST_FILE} belongs to another config (hash "
+                                            f"{listed['config_hash'][:12]}), so every shard is redone"))
+                    else:
+                        notes = manifest.load_verified(listed["shards"], shards, len(config.cells),
+                                                       storage.expected_schemas(config.record))
+                found = storage.survey(location, set() if fresh else manifest.committed_paths())
+        except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
+            raise storage.ResultsError(f"output: {config.output}: cannot be read "
+                                       f"({(str(error).strip().splitlines() or [''])[0]})") from None
+        if found.blocking:
+            path, what = found.blocking[0]
+            raise storage.ResultsError(f"output: {config.output}: {path} is {what.removeprefix('a ')} "
+                                       "where clocksweep writes its shard files; move it away")
+        todo = shards.count - len(manifest.entries)
+        outcome.skipped = len(manifest.entries)
+        outcome.redone = sorted({index for index, _ in notes
+                                 if index is not None and index not in manifest.entries})
+        cluster = None
+        if todo:
+            undo = None if lock is None else (lambda: lock.release(refused=True))
+            started_ray, cluster = connect(config, address, undo)
+        refused = False
 
-    started_ray, cluster, lock = False, None, None
-    if todo:
-        started_ray, cluster = connect(config, address)
-    try:
-        lock = location.lock()
-        progress = Progress(stream, len(shards), config.deals,
+        progress = Progress(stream, shards.count, config.deals,
                             outcome.skipped, sum(e["deals"] for e in manifest.entries.values()))
         for index, problem in notes:
-            progress.say(f"shard {index}: {problem}; redoing it" if index >= 0 else problem)
+            kept = index is not None and index in manifest.entries
+            progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
         if fresh and previous is not None:
             # The report goes with the results it described.
-            for name in (storage.SHARDS_DIR, MANIFEST_FILE, storage.REPORT_DIR):
+            for name in (MANIFEST_FILE, storage.REPORT_DIR):
                 location.delete(name)
-        leftovers = storage.uncommitted_files(location, manifest.as_dict())
-        for path in leftovers:
+        for path in found.removable:
             location.delete(path)
-        if leftovers:
-            progress.say(f"removed {len(leftovers)} uncommitted file(s) of an earlier run")
+        location.prune_partial()
+        if found.removable:
+            progress.say(f"removed {len(found.removable)} uncommitted file(s) of an earlier run")
+        for path, what in found.foreign[:5]:
+            progress.say(f"left alone: {path} ({what}; not written by clocksweep)")
+        if len(found.foreign) > 5:
+            progress.say(f"left alone: {len(found.foreign) - 5} more paths not written by clocksweep")
 
         run_record = start_run_record(config, previous if not fresh else None, cluster,
-                                      len(todo), outcome.skipped)
+                                      todo, outcome.skipped)
         location.write_json(RUN_FILE, run_record)
         manifest.flush()
         if todo:
-            progress.say(f"{len(todo)} of {len(shards)} shards to play "
+            progress.say(f"{todo:,} of {shards.count:,} shards to play "
                          f"({outcome.skipped} already committed) on "
                          f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)")
             status = "interrupted"
             playing = time.monotonic()
             try:
-                play_all(config, location, todo, manifest, progress, outcome)
+                play_all(config, location, shards, manifest, progress, outcome)
                 status = "failed" if outcome.failed else "complete"
             finally:
                 outcome.play_seconds = time.monotonic() - playing
@@ -492,12 +533,20 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
                     shards_failed=outcome.failed,
                 )
                 location.write_json(RUN_FILE, run_record)
+            # Files of attempts that did not end in a commit (a worker that died, a task
+            # cancelled when the run stopped): readers never see them, but validate names them.
+            for path in storage.survey(location, manifest.committed_paths()).partial:
+                try:
+                    location.delete(path)
+                except OSError:
+                    pass
+            location.prune_partial()
         else:
             run_record["runs"][-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record)
     finally:
         if lock is not None:
-            lock.close()
+            lock.release(refused=refused)
         if started_ray:
             import ray
 
@@ -512,28 +561,35 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     return outcome
 
 
-def read_previous(location: Location, config: SweepConfig, fresh: bool) -> dict | None:
-    """The run record already in the output directory; refuse a directory that is not ours."""
+def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple[dict | None, dict | None]:
+    """The run record and the manifest already in the output directory (None where there is
+    none; the record ``{}`` if --fresh replaces one that cannot be read); refuse a directory
+    that is not ours, or not this config's unless ``fresh``."""
     where = config.output
-    try:
-        previous = location.read_json(RUN_FILE)
-        unusable = previous is not None and storage.run_record_problem(previous)
-    except (ValueError, UnicodeDecodeError):
-        unusable = "not valid JSON"
-    except OSError as error:  # e.g. run.json is a directory
-        unusable = f"cannot be read: {str(error).splitlines()[0]}"
-    if unusable:
-        if not fresh:
-            raise storage.ResultsError(f"output: {where}: {RUN_FILE} is unreadable ({unusable}); "
-                                       "use --fresh to start over there") from None
-        return {}
+
+    def readable(read, name: str):
+        try:
+            return read(location)
+        except storage.ResultsError as error:
+            ours = location.kind(name) == "file"  # not a directory or link, which is not ours
+            if fresh and ours:
+                return {}
+            advice = "; use --fresh to start over there" if ours else ""
+            raise storage.ResultsError(
+                f"output: {where}: {str(error).removeprefix(location.where + ': ')}{advice}"
+            ) from None
+
+    previous = readable(storage.read_run, RUN_FILE)
+    listed = readable(storage.read_manifest, MANIFEST_FILE) or None
     if previous is None:
         if location.exists() and location.entries():
             raise storage.ResultsError(
                 f"output: {where} exists, is not empty and is not a clocksweep results "
                 f"directory (no {RUN_FILE}); choose a new or empty directory"
             )
-        return None
+        return None, listed
+    if previous == {}:
+        return previous, listed
     version = storage.version_problem(previous)
     if version and not fresh:
         raise storage.ResultsError(f"output: {where}: {version}")
@@ -543,7 +599,7 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> dict 
             f"{str(previous.get('config_hash'))[:12]}, this one {config.hash[:12]}); "
             "use --fresh to replace them, or choose another output"
         )
-    return previous
+    return previous, listed
 
 
 def provenance(config: SweepConfig) -> dict:
@@ -584,9 +640,10 @@ def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict |
     return record
 
 
-def play_all(config: SweepConfig, location: Location, todo: list[Shard],
+def play_all(config: SweepConfig, location: Location, shards: storage.ShardPlan,
              manifest: storage.Manifest, progress: Progress, outcome: Outcome) -> None:
-    """Keep tasks in flight until every shard is committed or out of attempts."""
+    """Keep tasks in flight until every shard is committed or out of attempts. A full disk
+    stops the run (storage.ResultsError): every attempt would fail the same way."""
     import ray
 
     task = ray.remote(num_cpus=1, max_retries=0)(play_shard)
@@ -600,18 +657,24 @@ def play_all(config: SweepConfig, location: Location, todo: list[Shard],
         "provenance": provenance(config),
         "pause": pause,
     }
-    queue = deque(todo)
+    # Made as they are asked for: a plan can hold more shards than memory.
+    upcoming = (shard for shard in shards if shard.index not in manifest.entries)
+    retries: deque[Shard] = deque()
     attempts: dict[int, int] = {}
     pending = {}
     report_removed = False
     try:
-        while queue or pending:
-            while queue and len(pending) < in_flight:
-                shard = queue.popleft()
+        while True:
+            while len(pending) < in_flight:
+                shard = retries.popleft() if retries else next(upcoming, None)
+                if shard is None:
+                    break
                 attempts[shard.index] = attempts.get(shard.index, 0) + 1
                 job = ShardJob(shard=shard, attempt=attempts[shard.index],
                                fail=str(shard.index) == os.environ.get(TEST_FAIL_ENV), **common)
                 pending[task.remote(job)] = shard
+            if not pending:
+                break
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_INTERVAL)
             if ready:
                 done = set(ready)
@@ -623,13 +686,20 @@ def play_all(config: SweepConfig, location: Location, todo: list[Shard],
                 try:
                     entry = ray.get(ref)
                 except Exception as error:  # a task's failure is reported, then retried
+                    cause = getattr(error, "cause", None)
+                    if storage.is_disk_full(cause if isinstance(cause, BaseException) else error):
+                        raise storage.ResultsError(
+                            f"output: {config.output}: the disk is full (No space left on device) "
+                            f"while shard {shard.index} was written; the {len(manifest.entries)} "
+                            "shard(s) committed are kept: free space and rerun the same command"
+                        ) from None
                     progress.failures += 1
                     tried = attempts[shard.index]
                     allowed = 1 + config.max_retries
                     if tried < allowed:
                         progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, "
                                      f"attempt {tried} of {allowed}: {error_line(error)}; retrying")
-                        queue.appendleft(shard)
+                        retries.appendleft(shard)
                     else:
                         progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, "
                                      f"attempt {tried} of {allowed}: {error_line(error)}; giving up")
@@ -651,14 +721,6 @@ def play_all(config: SweepConfig, location: Location, todo: list[Shard],
     finally:
         for ref in pending:  # interrupted: stop what is still running
             ray.cancel(ref, force=True)
-        # Temporary files of attempts whose worker died; readers never see them, but
-        # `validate` would name them.
-        for path in storage.uncommitted_files(location, manifest.as_dict()):
-            if path.endswith(storage.TEMP_SUFFIX):
-                try:
-                    location.delete(path)
-                except OSError:
-                    pass
 
 
 def pause_from_env() -> tuple[float, str] | None:

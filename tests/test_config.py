@@ -248,7 +248,7 @@ RUN_RECORD = {"config": {"first": 0, "deals": 10, "shard_size": 10, "record": "d
      ["run.json is not a clocksweep run record", "config.deals is 'x'"]),
     (json.dumps({key: value for key, value in RUN_RECORD.items() if key != "cells"}),
      ["run.json is not a clocksweep run record", "no list of cells"]),
-    (None, ["run.json cannot be read"]),  # run.json is a directory
+    (None, ["run.json is a directory", "move it away"]),
 ])
 def test_malformed_run_records_are_named(tmp_path, run_json, words):
     where = tmp_path / "results"
@@ -262,22 +262,32 @@ def test_malformed_run_records_are_named(tmp_path, run_json, words):
     assert sorted(p.name for p in where.iterdir()) == ["run.json"]
 
 
-@pytest.mark.parametrize("manifest_json, words", [
-    ("[]", ["not a clocksweep manifest", "not an object with a list of shards"]),
-    ('{"shards": 5}', ["not a clocksweep manifest"]),
-    ('{"shards": [{"index": "a"}]}', ["not a clocksweep manifest", "shard entry 'a' is malformed"]),
+def real_run_record(where: Path) -> dict:
+    """run.json as a run of a one-shard config into ``where`` writes it."""
+    from pipeline import sweep
+
+    made = config.from_dict({"name": "t", "seed": 1, "deals": 10, "shard_size": 10,
+                             "output": str(where), "grid": {"variant": ["standard"]}})
+    return sweep.start_run_record(made, None, None, 1, 0)
+
+
+@pytest.mark.parametrize("manifest_json, words, report_words", [
+    ("[]", ["manifest.json is not a clocksweep manifest"], ["manifest.json is not a clocksweep manifest"]),
+    ('{"shards": 5}', ["manifest.json is not a clocksweep manifest"], ["not a clocksweep manifest"]),
+    ('{"config_hash": HASH, "shards": [{"index": "a"}]}',
+     ["manifest.json: shard entry", "is malformed (its index is 'a', not a count)"],
+     ["no committed shard verifies"]),
 ])
-def test_malformed_manifests_are_named(tmp_path, manifest_json, words):
+def test_malformed_manifests_are_named(tmp_path, manifest_json, words, report_words):
     where = tmp_path / "results"
     where.mkdir()
-    from pipeline import schema
-
-    (where / "run.json").write_text(json.dumps({**RUN_RECORD, "result_schema": schema.RESULT_SCHEMA_VERSION}))
-    (where / "manifest.json").write_text(manifest_json)
+    run = real_run_record(where)
+    (where / "run.json").write_text(json.dumps(run))
+    (where / "manifest.json").write_text(manifest_json.replace("HASH", json.dumps(run["config_hash"])))
     checked = run_cli(["validate", str(where)])
     assert checked.exit_code == 1 and "Traceback" not in checked.output
-    assert any(all(word in line for word in words) for line in checked.output.splitlines())
-    assert_one_line_error(run_cli(["report", str(where)]), ["no readable manifest.json"])
+    assert any(all(word in line for word in words) for line in checked.output.splitlines()), checked.output
+    assert_one_line_error(run_cli(["report", str(where)]), report_words)
 
 
 def test_validate_bad_input(tmp_path):

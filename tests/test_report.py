@@ -36,7 +36,7 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
                                      "output": str(where), "grid": grid})
     location = storage.Location(config.output)
     shards = sweep.plan(config)
-    run = sweep.start_run_record(config, None, None, len(shards), 0)
+    run = sweep.start_run_record(config, None, None, shards.count, 0)
     location.write_json(storage.RUN_FILE, run)
     manifest = storage.Manifest(location, config.hash)
     for shard in shards:
@@ -277,7 +277,7 @@ def test_cli_report_draws_its_plots_in_its_own_process(both_modes, tmp_path):
     ("missing", "no such directory"),
     ("empty", "not a clocksweep results directory"),
     ("bad_run", "run.json is not valid JSON"),
-    ("no_manifest", "no readable manifest.json"),
+    ("no_manifest", "no manifest.json, so no committed shard to read"),
 ])
 def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
     where = tmp_path / "r"
@@ -286,9 +286,8 @@ def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
     if setup == "bad_run":
         (where / "run.json").write_text("{not json")
     if setup == "no_manifest":
-        (where / "run.json").write_text(json.dumps({
-            "record": "deals", "cells": [], "config_hash": "h",
-            "config": {"first": 0, "deals": 10, "shard_size": 10, "record": "deals"}}))
+        config = sweep_config.from_dict({"name": "t", "seed": 1, "deals": 10, "output": str(where)})
+        (where / "run.json").write_text(json.dumps(sweep.start_run_record(config, None, None, 1, 0)))
     result = CliRunner().invoke(cli, ["report", str(where)])
     assert result.exit_code == 2
     assert expected in result.output and "Traceback" not in result.output

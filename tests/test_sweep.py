@@ -24,7 +24,6 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from processes import end_processes
-import ray
 from click.testing import CliRunner
 
 from pipeline import deals, kernel, schema, storage, summary, sweep
@@ -54,13 +53,7 @@ SPEC_COLUMNS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """One local Ray instance for the module's in-process runs (sweep.run uses it as it is)."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning",
-             log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray instance
 
 
 @pytest.fixture
@@ -301,7 +294,7 @@ def test_other_config_refused_unless_fresh(config_file, tmp_path):
 
     # A run record that is not one: named, and only --fresh starts over there.
     (out / "run.json").write_text("[]")
-    assert_refused(config_file, out, "run.json is unreadable (it holds a JSON list, not an object)")
+    assert_refused(config_file, out, "run.json is not a clocksweep run record: it holds a JSON list, not an object")
 
 
 def test_output_that_cannot_be_created(config_file):
@@ -442,36 +435,32 @@ def test_object_store_writes_final_keys():
     from pyarrow.fs import _MockFileSystem
 
     location = storage.Location("bucket/results", filesystem=_MockFileSystem())
-    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cfg = sweep_config.from_dict({**tomllib.loads(CONFIG), "deals": 600, "shard_size": 600})
     cells = list(cfg.cells)
-    shard = storage.plan_shards(0, 600, 600)[0]
-    metadata = storage.file_metadata({"config_hash": "h"})
-    results = kernel.play(SEED, 0, 600, cells)
-    writer = storage.ShardFileWriter(location, shard.path("deals"), "deals")
-    writer.write_deals(SEED, 0, results, cells, metadata)
-    record = writer.commit()
-    facts = summary.FactCounts(cells)
-    facts.add_results(results)
-    facts_table = facts.table().replace_schema_metadata(metadata)
-    facts_writer = storage.ShardFileWriter(location, shard.path("facts"), "facts")
-    facts_writer.write(facts_table)
-    facts_record = facts_writer.commit()
+    shard = sweep.plan(cfg)[0]
+    job = sweep.ShardJob(location=location, shard=shard, seed=SEED, cells=tuple(cells),
+                         record="deals", provenance=sweep.provenance(cfg), attempt=1)
+    entry = {**sweep.write_shard(job), "attempts": 1}
+    record, facts_record = sorted(entry["files"], key=lambda r: r["table"] != "deals")
+    assert "staged" not in record  # written at its final key, not renamed into place
     assert record["path"] == "shards/deals/shard-000000_deals-0-599.parquet"
     assert location.info(record["path"]).size == record["bytes"]
-    assert storage.file_problem(location, record, "h", storage.expected_schemas("deals")["deals"]) is None
+    schemas = storage.expected_schemas("deals")
+    assert storage.file_problem(location, record, cfg.hash, schemas["deals"], shard) is None
     assert "another config" in storage.file_problem(location, record, "other")
+    other_shard = storage.Shard(1, 600, 600)
+    assert "it belongs to shard 0" in storage.file_problem(location, record, cfg.hash, None, other_shard)
 
-    run = {"config_hash": "h", "cells": [{}] * len(cells), "result_schema": schema.RESULT_SCHEMA_VERSION,
-           "config": {"first": 0, "deals": 600, "shard_size": 600, "record": "deals"}}
+    run = sweep.start_run_record(cfg, None, None, 1, 0)
     location.write_json("run.json", run)
-    manifest = storage.Manifest(location, "h")
-    manifest.commit({"index": 0, "first": 0, "last": 599, "deals": 600, "files": [record]})
+    manifest = storage.Manifest(location, cfg.hash)
+    manifest.commit({**entry, "files": [record]})
     manifest.flush()
     problems, _ = storage.validate(location)
     assert problems == ["shard-000000_deals-0-599: no file of table facts in the manifest",
                         "shards/facts/shard-000000_deals-0-599.parquet: not committed in the "
                         "manifest (readers of the directory would see it; rerun to clean up)"]
-    manifest.commit({"index": 0, "first": 0, "last": 599, "deals": 600, "files": [record, facts_record]})
+    manifest.commit({**entry, "files": [record, facts_record]})
     manifest.flush()
     problems, figures = storage.validate(location)
     assert problems == [] and figures["committed"] == 1
