@@ -320,8 +320,14 @@ def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
     if not low <= value <= high:
-        raise ConfigError(f"{key_name}: {value} is out of range {low}..{high}; expected {allowed}")
+        raise ConfigError(f"{key_name}: {value} is out of range {bound(low)}..{bound(high)}; "
+                          f"expected {allowed}")
     return value
+
+
+def bound(number: int) -> str:
+    """A range's end as a reader knows it: 2**64 rather than its twenty digits."""
+    return {U64_LIMIT: "2**64", U64_LIMIT - 1: "2**64-1"}.get(number, str(number))
 
 
 def checked_str(raw, key, default=None, key_name=None) -> str:

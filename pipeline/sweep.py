@@ -90,7 +90,7 @@ def describe_plan(config: SweepConfig) -> str:
         shown.append("...")
     if count > 3:
         shown.append(shards[-1].stem)
-    lines.append(f"{count:,} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
+    lines.append(f"{count} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
     lines.append(f"total: {config.deals:,} deals x {len(config.cells)} cells = "
                  f"{config.deals * len(config.cells):,} deal results")
     return "\n".join(lines)
@@ -526,21 +526,16 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
                 status = "failed" if outcome.failed else "complete"
             finally:
                 outcome.play_seconds = time.monotonic() - playing
-                manifest.flush()
-                progress.close()
-                run_record["runs"][-1].update(
-                    finished=now(), status=status, shards_played=outcome.played,
-                    shards_failed=outcome.failed,
-                )
-                location.write_json(RUN_FILE, run_record)
-            # Files of attempts that did not end in a commit (a worker that died, a task
-            # cancelled when the run stopped): readers never see them, but validate names them.
-            for path in storage.survey(location, manifest.committed_paths()).partial:
                 try:
-                    location.delete(path)
-                except OSError:
-                    pass
-            location.prune_partial()
+                    manifest.flush()
+                    progress.close()
+                    run_record["runs"][-1].update(
+                        finished=now(), status=status, shards_played=outcome.played,
+                        shards_failed=outcome.failed,
+                    )
+                    location.write_json(RUN_FILE, run_record)
+                finally:
+                    remove_partial_files(location)
         else:
             run_record["runs"][-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record)
@@ -559,6 +554,18 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         outcome.bytes += sum(record["bytes"] for record in entry["files"])
         outcome.row_bytes += sum(r["bytes"] for r in entry["files"] if r["table"] == DEALS_TABLE)
     return outcome
+
+
+def remove_partial_files(location: Location) -> None:
+    """Files of attempts that did not end in a commit (a worker that died, a task cancelled
+    when the run stopped, a manifest that could not be written): readers never see them, but
+    validate names them."""
+    for path in storage.survey(location, set()).partial:
+        try:
+            location.delete(path)
+        except OSError:
+            pass
+    location.prune_partial()
 
 
 def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple[dict | None, dict | None]:

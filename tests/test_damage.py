@@ -594,3 +594,19 @@ def test_report_dir_a_file_without_out(results):
     (results / "report").write_text("not a directory\n")
     line = one_line_error(report_cli(results), "report")
     assert "--out" not in line
+
+
+def test_report_link_removed_not_followed(results, config_file, tmp_path, expected):
+    """A `report` that is a link to a directory of the user's: when the results change, the
+    run removes the link (the report no longer describes them), never what it points to."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "keep.txt").write_text("the user's\n")
+    os.symlink(theirs, results / "report")
+    manifest = read_manifest(results)
+    manifest["shards"] = [e for e in manifest["shards"] if e["index"] != 1]
+    write_manifest(results, manifest)
+    run_ok(config_file, results)
+    assert not os.path.lexists(results / "report")
+    assert (theirs / "keep.txt").read_text() == "the user's\n"
+    assert content(results).equals(expected)
