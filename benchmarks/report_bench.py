@@ -28,14 +28,15 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from pipeline.config import FULL_GRID  # every name the rules know, from their one definition
+from pipeline.sweep.config import FULL_GRID  # every name the rules know, from their one definition
 
 
 def _play_shard(args):
     """One shard played and written by the sweep's own `sweep.write_shard`: its manifest entry."""
     where, raw, index = args
-    from pipeline import config as sweep_config
-    from pipeline import storage, sweep
+    from pipeline.sweep import config as sweep_config
+    from pipeline.store import storage
+    from pipeline.sweep import driver as sweep
 
     config = sweep_config.from_dict(raw)
     job = sweep.ShardJob(location=storage.Location(where), shard=sweep.plan(config)[index],
@@ -46,8 +47,9 @@ def _play_shard(args):
 
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     """A results directory for the config ``raw`` (a dict as TOML gives), built without Ray."""
-    from pipeline import config as sweep_config
-    from pipeline import storage, sweep
+    from pipeline.sweep import config as sweep_config
+    from pipeline.store import storage
+    from pipeline.sweep import driver as sweep
 
     raw = {**raw, "output": where}
     config = sweep_config.from_dict(raw)
@@ -75,7 +77,7 @@ import json, sys, time
 start = time.perf_counter()
 from pipeline.cli import build_report
 made = build_report(sys.argv[1], int(sys.argv[2]), plots_enabled=sys.argv[3] == "1")
-from pipeline import report
+from pipeline.report import document as report
 print(json.dumps({"phases": made.timings, "inside": round(time.perf_counter() - start, 2),
                   "summary": report.terminal_summary(made).splitlines()[0]}))
 """
@@ -148,7 +150,8 @@ def bench(kind: str, deals: int, shard_size: int, keep: str | None, replay: int,
 
 def bench_summarise(deals: int = 41_667) -> dict:
     """summary.summarise alone on one kernel batch of every cell (4M deal-cells by default)."""
-    from pipeline import kernel, rules, summary
+    from pipeline.engine import kernel, rules
+    from pipeline.records import summary
 
     cells = rules.all_cells()
     results = kernel.play(3, 0, deals, cells)

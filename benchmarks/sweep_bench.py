@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def driver(args: argparse.Namespace) -> None:
     """One sweep in this process (run as a child of the benchmark): prints its figures as JSON."""
-    from pipeline import config, sweep
+    from pipeline.sweep import config, driver as sweep
 
     samples = []
 
@@ -95,16 +95,17 @@ def sweep_once(config: str, sets: list[str]) -> dict:
 
 def kernel_rate(seconds: float) -> float:
     """The kernel's best standard rate on one core (`pipeline.bench`'s measure)."""
-    from pipeline import bench
-    from pipeline.rules import Cell
+    from pipeline.engine import bench
+    from pipeline.engine.rules import Cell
 
     return bench.kernel_rate([Cell()], seconds)
 
 
 def kernel_sustained(seconds: float) -> float:
     """The kernel's standard rate on one core over ``seconds``, in the sweep's batch size."""
-    from pipeline import kernel, sweep
-    from pipeline.rules import Cell
+    from pipeline.engine import kernel
+    from pipeline.sweep import driver as sweep
+    from pipeline.engine.rules import Cell
 
     batch = sweep.ROWS_PER_BATCH["deals"]
 

@@ -28,8 +28,11 @@ def main() -> None:
 
     import pyarrow.parquet as pq
 
-    from pipeline import config, dealfile, kernel, schema, storage
-    from pipeline.rules import Cell
+    from pipeline.sweep import config
+    from pipeline.records import dealfile, schema
+    from pipeline.engine import kernel
+    from pipeline.store import storage
+    from pipeline.engine.rules import Cell
 
     grids = {
         "standard": [Cell()],

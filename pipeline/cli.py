@@ -13,7 +13,8 @@ import sys
 
 import click
 
-from pipeline import ERROR_PREFIX, rules
+from pipeline import ERROR_PREFIX
+from pipeline.engine import rules
 
 
 class InputError(click.ClickException):
@@ -111,7 +112,7 @@ def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json
     line {seed, deal, scheme, order, piles}: 13 lists of cards, hours 1..12 then the centre,
     each top first.
     """
-    from pipeline import deals, display, reference
+    from pipeline.engine import deals, display, reference
 
     seed = parse_u64("--seed", seed_text)
     numbers = parse_range(deal_range)
@@ -141,7 +142,7 @@ def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per value.")
 def odds(as_json):
     """Exact values the sweeps are checked against, as reduced fractions."""
-    from pipeline import odds as exact
+    from pipeline.engine import odds as exact
 
     records = exact.exact_values()
     if as_json:
@@ -168,7 +169,7 @@ def _finite(ctx, param, value):
 @click.option("--json", "as_json", is_flag=True, help="The figures as one JSON object.")
 def bench(seconds, as_json):
     """Deals per second on one core: the kernel and the reference engine, and their ratio."""
-    from pipeline import bench as benchmarks
+    from pipeline.engine import bench as benchmarks
 
     figures = benchmarks.engine_figures(seconds)
     if as_json:
@@ -194,8 +195,9 @@ def run(config_path, overrides, dry_run, fresh, address):
     `ray job submit --address http://HEAD:8265 --working-dir . -- clocksweep run CONFIG`
     (the output must then be storage every node can reach: a shared path or a URI).
     """
-    from pipeline import config as sweep_config
-    from pipeline import storage, sweep
+    from pipeline.sweep import config as sweep_config
+    from pipeline.store import storage
+    from pipeline.sweep import driver as sweep
 
     try:
         config = sweep_config.load(config_path, overrides)
@@ -224,7 +226,7 @@ def validate(results_path):
     files the manifest does not list, results of an older record schema). Exit status 0 if
     all is well, 1 if problems were found, 2 if RESULTS is not a results directory.
     """
-    from pipeline import storage
+    from pipeline.store import storage
 
     try:
         problems, figures = storage.validate(results_path)
@@ -247,13 +249,13 @@ def build_report(results_path: str, replay: int, out_dir: str | None = None,
                  plots_enabled: bool = True):
     """The report as `clocksweep report` makes it (`report.build`); a RESULTS the report
     cannot read is an InputError."""
-    from pipeline import plots
+    from pipeline.report import plots
 
     # The plots' process is forked first, while this process is small and has imported
     # neither numpy nor Polars (so it runs no thread pools yet), so that it imports matplotlib
     # while the report imports Polars and reads the shards.
     with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
-        from pipeline import report as reporting
+        from pipeline.report import document as reporting
 
         try:
             return reporting.build(results_path, replay=replay, out=out_dir,
@@ -280,7 +282,7 @@ def report(results_path, replay, out_dir, no_plots, as_json):
     and CSV tables; prints the best strategy per variant and the claims' verdicts.
     """
     made = build_report(results_path, replay, out_dir, plots_enabled=not no_plots)
-    from pipeline import report as reporting
+    from pipeline.report import document as reporting
 
     if as_json:
         click.echo(json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")}))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline import deals, odds, reference, rules
+from pipeline.engine import deals, odds, reference, rules
 from pipeline.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,8 +26,9 @@ import polars as pl
 import pytest
 from processes import end_processes
 
-from pipeline import config as sweep_config
-from pipeline import kernel, schema
+from pipeline.sweep import config as sweep_config
+from pipeline.engine import kernel
+from pipeline.records import schema
 
 SEED = 99
 N_DEALS = 12_000

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline import config, rules
+from pipeline.sweep import config
+from pipeline.engine import rules
 from pipeline.cli import cli
-from pipeline.rules import Cell
+from pipeline.engine.rules import Cell
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -264,7 +265,7 @@ def test_malformed_run_records_are_named(tmp_path, run_json, words):
 
 def real_run_record(where: Path) -> dict:
     """run.json as a run of a one-shard config into ``where`` writes it."""
-    from pipeline import sweep
+    from pipeline.sweep import driver as sweep
 
     made = config.from_dict({"name": "t", "seed": 1, "deals": 10, "shard_size": 10,
                              "output": str(where), "grid": {"variant": ["standard"]}})

@@ -27,9 +27,12 @@ import pytest
 from click.testing import CliRunner
 from processes import end_processes
 
-from pipeline import ERROR_PREFIX, kernel, schema, storage
-from pipeline import config as sweep_config
-from pipeline import report as reporting
+from pipeline import ERROR_PREFIX
+from pipeline.engine import kernel
+from pipeline.records import schema
+from pipeline.store import storage
+from pipeline.sweep import config as sweep_config
+from pipeline.report import document as reporting
 from pipeline.cli import cli
 
 SEED = 424242

@@ -21,9 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import config as sweep_config
-from pipeline import dealfile, kernel, rules, schema, storage
-from pipeline.rules import Cell
+from pipeline.sweep import config as sweep_config
+from pipeline.records import dealfile, schema
+from pipeline.engine import kernel, rules
+from pipeline.store import storage
+from pipeline.engine.rules import Cell
 
 SEED = 424242
 QUICK_CELLS = list(sweep_config.load(str(Path(__file__).parents[1] / "configs" / "quick.toml")).cells)

@@ -34,7 +34,7 @@ from scipy.stats import chi2
 if __name__ == "__main__":  # run as a script: this checkout's package, not another install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import deals, rules  # noqa: E402
+from pipeline.engine import deals, rules  # noqa: E402
 
 GOLDEN_PATH = Path(__file__).with_name("golden_deals.json")
 GOLDEN_SEEDS = (0, 1, 2**32, 20261129, 2**64 - 1)
@@ -70,7 +70,7 @@ def test_philox_known_answers(counter, key, expected):
 
 @pytest.mark.parametrize("counter, key, expected", list(kat_cases()))
 def test_kernel_philox_known_answers(counter, key, expected):
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     # The kernel's counter is (deal lo, deal hi, block, stream) and its key the seed (lo, hi).
     words = np.zeros(8, dtype=np.uint64)
@@ -104,7 +104,7 @@ def test_random_words_are_philox_blocks_in_counter_order():
 
 
 def test_kernel_word_at_matches_random_words_beyond_the_shuffle_buffer():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     scratch = np.zeros(4, dtype=np.uint64)
     for seed, deal in ((3, 5), (U64_MAX, U64_MAX), (2**32, 2**32 - 1)):
@@ -211,7 +211,7 @@ def test_strategy_draw_is_bounded_batch_on_stream_one():
 
 
 def test_kernel_strategy_draw_matches_reference():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     scratch = np.zeros(4, dtype=np.uint64)
     for seed in (0, 9, U64_MAX):
@@ -293,7 +293,7 @@ def test_every_card_equally_likely_in_every_position_reference():
 
 def test_every_rank_equally_likely_in_every_position_kernel():
     """13 x 52 chi-square over 1,000,000 kernel deals at seed 2025."""
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     decks = kernel.deck_ranks(2025, 0, 1_000_000)
     counts = np.stack([np.bincount(decks[:, p], minlength=13) for p in range(52)], axis=1)
@@ -329,7 +329,7 @@ def reference_ranks(seed: int, deal: int) -> list[int]:
 @pytest.mark.parametrize("seed", [0, 1, 2**32 - 1, 2**32, 2**63, U64_MAX])
 @pytest.mark.parametrize("first", [0, 2**32 - 100, 2**63 - 100, U64_MAX - 199])
 def test_kernel_decks_equal_reference_decks(seed, first):
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     decks = kernel.deck_ranks(seed, first, 200)
     for d in range(200):
@@ -354,7 +354,7 @@ def words_used(seed: int, deal: int) -> int:
 
 
 def test_kernel_decks_equal_reference_on_deals_with_rejected_words():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     n_batches = len(deals.SHUFFLE_BATCHES)
     rejecting = [d for d in range(15_000) if words_used(31, d) > n_batches]
@@ -385,7 +385,7 @@ def current_golden_records() -> list[dict]:
 
 def golden_record(seed: int, deal: int, order: str) -> dict:
     """A golden record as `clocksweep deal --json` prints it, from the reference engine."""
-    from pipeline import reference
+    from pipeline.engine import reference
 
     return {
         "seed": seed,
@@ -413,7 +413,7 @@ def test_golden_table_shape():
 
 
 def test_reference_layouts_match_the_golden_table():
-    from pipeline import reference
+    from pipeline.engine import reference
 
     for record in current_golden_records():
         piles = reference.layout(record["seed"], record["deal"], record["order"])
@@ -425,7 +425,7 @@ def test_reference_layouts_match_the_golden_table():
 
 
 def test_kernel_decks_match_the_golden_table():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     for record in current_golden_records():
         if record["order"] != "round-robin":

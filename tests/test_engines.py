@@ -35,8 +35,8 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, norm
 
-from pipeline import deals, odds, reference, rules
-from pipeline.rules import CENTRE, KING, N_HOURS, Cell
+from pipeline.engine import deals, odds, reference, rules
+from pipeline.engine.rules import CENTRE, KING, N_HOURS, Cell
 
 CELLS = rules.all_cells()
 CELL_INDEX = {cell: c for c, cell in enumerate(CELLS)}
@@ -217,7 +217,7 @@ def harness_states():
 
 @pytest.fixture(scope="module")
 def harness_kernel():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     return kernel.play(HARNESS_SEED, 0, KERNEL_HARNESS_DEALS, CELLS)
 
@@ -319,7 +319,7 @@ def test_harness_sees_every_kind_of_outcome(harness_kernel):
 
 @pytest.mark.parametrize("seed, first", [(1, 0), (2**64 - 1, 2**64 - 600)])
 def test_kernel_result_does_not_depend_on_the_batch(seed, first):
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     count = 600
     whole = kernel.play(seed, first, count, CELLS)
@@ -341,7 +341,7 @@ def test_kernel_result_does_not_depend_on_the_batch(seed, first):
 
 
 def test_kernel_rejects_ranges_past_the_last_deal():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     with pytest.raises(ValueError):
         kernel.play(0, 2**64 - 10, 11, [Cell()])
@@ -363,7 +363,7 @@ def test_kernel_equals_reference_on_every_cell(seed, first):
     The trajectory too, where the kernel shows it: its cards_turned is the reference's count
     of cards taken into hand (its "take" steps, plus the card an exchange takes).
     """
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     out = kernel.play(seed, first, DEALS_PER_SEED, CELLS)
     compared = 0
@@ -428,7 +428,7 @@ def test_winning_rescues_walked_agree_with_the_shortcut(harness_kernel):
     cells need them) and does not walk a winning continuation; with only counts-only cells
     under face-down finales it knows none and walks every continuation to its last card.
     The two must agree on every field."""
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     walked = [cell for cell in CELLS if cell.has_rescue and cell.finale == "down"
               and cell.strategy not in ("informed", "oracle")]
@@ -460,7 +460,7 @@ def bottom_graphs() -> list[dict[int, int]]:
 def test_watch_winners_against_the_rules_on_made_up_graphs():
     """`kernel.watch_winners` (every winning pile at once, by pointer doubling) against
     `rules.bottoms_reach` for each pile."""
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     for graph in bottom_graphs():
         bottom_home = [graph.get(q, q) for q in range(rules.N_PILES)]
@@ -509,7 +509,7 @@ STAT_CELLS = [Cell()] + [
 
 @pytest.fixture(scope="module")
 def stat_results():
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     return kernel.play(STAT_SEED, 0, STAT_DEALS, STAT_CELLS)
 

@@ -21,7 +21,7 @@ from itertools import combinations
 
 import pytest
 
-from pipeline import odds, rules
+from pipeline.engine import odds, rules
 
 SMALL_DECKS = [(3, 2), (3, 3), (4, 2), (4, 3)]  # (hour ranks, suits)
 
@@ -340,7 +340,7 @@ def test_monte_carlo_random_permutations_read_to_the_fourth_king():
 
 
 def test_monte_carlo_reference_engine():
-    reference = pytest.importorskip("pipeline.reference")
+    reference = pytest.importorskip("pipeline.engine.reference")
     seed = 20240613
     deals = 2000
     cells = [rules.Cell("standard"), rules.Cell("play_out")] + [

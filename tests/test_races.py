@@ -28,8 +28,11 @@ import pytest
 from click.testing import CliRunner
 from processes import end_processes, processes_mentioning
 
-from pipeline import kernel, schema, storage, sweep
-from pipeline import config as sweep_config
+from pipeline.engine import kernel
+from pipeline.records import schema
+from pipeline.store import storage
+from pipeline.sweep import driver as sweep
+from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
 
 SEED = 424242

@@ -20,10 +20,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline import claims, report, storage, summary, sweep
-from pipeline import config as sweep_config
+from pipeline.report import claims, document as report
+from pipeline.store import storage
+from pipeline.records import summary
+from pipeline.sweep import driver as sweep
+from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
-from pipeline.rules import Cell
+from pipeline.engine.rules import Cell
 
 REPLAY = 1500
 

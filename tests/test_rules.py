@@ -16,8 +16,8 @@ from fractions import Fraction
 
 import pytest
 
-from pipeline import rules
-from pipeline.rules import CENTRE, Cell, RuleError
+from pipeline.engine import rules
+from pipeline.engine.rules import CENTRE, Cell, RuleError
 
 # --- Cells --------------------------------------------------------------------------------
 

@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline import kernel, odds, stats
-from pipeline.rules import Cell
+from pipeline.engine import kernel, odds
+from pipeline.report import stats
+from pipeline.engine.rules import Cell
 
 SAMPLES = 2000
 CASES = [(40, 1 / 13), (300, 0.35), (2000, 0.5), (150, 0.9)]

@@ -15,8 +15,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline import kernel, rules, schema, summary
-from pipeline.rules import Cell
+from pipeline.engine import kernel, rules
+from pipeline.records import schema, summary
+from pipeline.engine.rules import Cell
 
 SEED = 97
 COUNT = 2600  # 200 blocks of 13

@@ -26,8 +26,11 @@ import pytest
 from processes import end_processes
 from click.testing import CliRunner
 
-from pipeline import deals, kernel, schema, storage, summary, sweep
-from pipeline import config as sweep_config
+from pipeline.engine import deals, kernel
+from pipeline.records import schema, summary
+from pipeline.store import storage
+from pipeline.sweep import driver as sweep
+from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
 
 SEED = 424242
@@ -215,7 +218,7 @@ def test_shard_sizes_agree(config_file, tmp_path, expected, expected_facts):
 def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected, expected_facts):
     out = tmp_path / "res"
     run_ok(config_file, out)
-    from pipeline import report
+    from pipeline.report import document as report
 
     report.build(str(out), replay=0, plots_enabled=False)
     assert "0 played" in run_ok(config_file, out).stderr
@@ -271,7 +274,7 @@ def assert_refused(config_file: Path, out: Path, reason: str) -> None:
 def test_other_config_refused_unless_fresh(config_file, tmp_path):
     out = tmp_path / "res"
     run_ok(config_file, out)
-    from pipeline import report
+    from pipeline.report import document as report
 
     report.build(str(out), replay=0, plots_enabled=False)  # a report of the first config
     assert (out / "report" / "report.json").exists()

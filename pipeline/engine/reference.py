@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from pipeline import deals, rules
-from pipeline.rules import (
+from pipeline.engine import deals, rules
+from pipeline.engine.rules import (
     CENTRE,
     KING,
     N_HOURS,

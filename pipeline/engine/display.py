@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from pipeline import reference, rules
-from pipeline.rules import CENTRE, N_HOURS, card_text
+from pipeline.engine import reference, rules
+from pipeline.engine.rules import CENTRE, N_HOURS, card_text
 
 WIDTH = 78
 HEIGHT = 15

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pipeline.rules import N_CARDS
+from pipeline.engine.rules import N_CARDS
 
 SCHEME_VERSION = "philox4x32-10.batched-lemire.fisher-yates/2"
 

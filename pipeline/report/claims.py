@@ -31,8 +31,9 @@ from math import comb
 
 import numpy as np
 
-from pipeline import odds, rules, stats
-from pipeline.rules import Cell
+from pipeline.engine import odds, rules
+from pipeline.report import stats
+from pipeline.engine.rules import Cell
 
 SEED_FILES = {
     "000": "seeds/000_9c29d9ee3d4d562e.txt",
@@ -169,7 +170,7 @@ class Replay:
 
 def replay_standard(seed: int, first: int, count: int, order: str) -> Replay:
     """Standard play on deals first..first+count-1 by the kernel, with its deal facts."""
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     results = kernel.play(seed, first, count, [Cell(order=order)])
     return Replay(seed, first, order, results["won"][0].astype(bool),

@@ -65,8 +65,8 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
-from pipeline import rules
-from pipeline.rules import Cell
+from pipeline.engine import rules
+from pipeline.engine.rules import Cell
 
 
 def _compiled_on_first_call(function):

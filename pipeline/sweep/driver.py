@@ -27,11 +27,11 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from pipeline import ERROR_PREFIX
-from pipeline import config as sweep_config
-from pipeline import storage
-from pipeline.config import ConfigError, SweepConfig
-from pipeline.rules import Cell
-from pipeline.storage import DEALS_TABLE, FACTS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
+from pipeline.sweep import config as sweep_config
+from pipeline.store import storage
+from pipeline.sweep.config import ConfigError, SweepConfig
+from pipeline.engine.rules import Cell
+from pipeline.store.storage import DEALS_TABLE, FACTS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
 
 # A task plays at most this many rows (deals x cells) at once. Per-deal records: half a
 # million rows (5 MB of kernel results, ~20 MB with their table), which the allocator reuses
@@ -140,13 +140,13 @@ def write_shard(job: ShardJob) -> dict:
     started = time.perf_counter()
     if job.fail:
         raise RuntimeError(f"test hook {TEST_FAIL_ENV}: shard {job.shard.index} fails")
-    from pipeline import kernel
+    from pipeline.engine import kernel
 
     shard, cells = job.shard, list(job.cells)
     metadata = storage.file_metadata(
         {**job.provenance, "shard": {"index": shard.index, "first": shard.first, "last": shard.last}}
     )
-    from pipeline import summary
+    from pipeline.records import summary
 
     multiple = 1
     facts = None

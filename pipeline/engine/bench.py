@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from pipeline import kernel, reference, rules
-from pipeline.rules import Cell
+from pipeline.engine import kernel, reference, rules
+from pipeline.engine.rules import Cell
 
 STANDARD = [Cell()]
 ONE_SWAP_ALL_STRATEGIES = [Cell(finale="up")] + [

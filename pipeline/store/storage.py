@@ -44,7 +44,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from pipeline import rules, schema
+from pipeline.engine import rules
+from pipeline.records import schema
 
 RUN_FILE = "run.json"
 MANIFEST_FILE = "manifest.json"
@@ -449,7 +450,7 @@ class ShardFileWriter:
     def write_deals(self, seed: int, first: int, results: dict, cells, metadata: dict) -> None:
         """Kernel results for ``cells`` x deals ``first``.. as per-deal rows (`schema.deal_table`)."""
         if self.encoder is None:
-            from pipeline import dealfile  # numba: imported where rows are written, not by readers
+            from pipeline.records import dealfile  # numba: imported where rows are written, not by readers
 
             self.encoder = dealfile.DealFileEncoder(self.sink, DEAL_WRITE_SCHEMA, LABEL_NAMES, metadata)
         self.rows += self.encoder.write_batch(seed, first, results, cells)
@@ -542,7 +543,7 @@ class Survey:
 
 def table_names() -> tuple[str, ...]:
     """Every table a shard can have a directory of, in either record mode."""
-    from pipeline import summary
+    from pipeline.records import summary
 
     return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.SCHEMAS]))
 
@@ -799,7 +800,7 @@ def shard_problem(location: Location, entry: dict, shard: Shard, config_hash: st
 
 def expected_schemas(record_mode: str) -> dict[str, pa.Schema]:
     """The schemas shard files must have (as a Parquet reader gives them back), by table."""
-    from pipeline import summary
+    from pipeline.records import summary
 
     if record_mode == "deals":
         schemas = {DEALS_TABLE: DEAL_WRITE_SCHEMA, FACTS_TABLE: summary.SCHEMAS[FACTS_TABLE]}
@@ -810,7 +811,7 @@ def expected_schemas(record_mode: str) -> dict[str, pa.Schema]:
 
 def version_problem(run: dict) -> str | None:
     """Results written in another version of their record schema than this clocksweep reads."""
-    from pipeline.config import result_schema_version
+    from pipeline.sweep.config import result_schema_version
 
     mode = run.get("record") or run.get("config", {}).get("record")
     written, read = run.get("result_schema"), result_schema_version(mode)
@@ -858,7 +859,7 @@ def run_record_mismatch(run: dict) -> str | None:
     """Where a well-formed run record disagrees with itself: its config must give its
     config_hash, its cells, its shard plan and the deal scheme it names (an edited run.json
     would otherwise be read as the sweep it no longer describes)."""
-    from pipeline import config as sweep_config
+    from pipeline.sweep import config as sweep_config
 
     try:
         config = sweep_config.from_dict(run["config"], check_output=False)

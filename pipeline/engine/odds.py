@@ -69,7 +69,7 @@ from fractions import Fraction
 from functools import lru_cache
 from math import comb
 
-from pipeline.rules import Cell, N_HOURS, PILE_SIZE
+from pipeline.engine.rules import Cell, N_HOURS, PILE_SIZE
 
 # The strategies whose odds depend only on the face-down counts, so have exact values here.
 COUNT_STRATEGIES = ("clockwise", "random", "most", "fewest")

@@ -29,8 +29,8 @@ import sys
 import numba as nb
 import numpy as np
 
-from pipeline import deals, rules
-from pipeline.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
+from pipeline.engine import deals, rules
+from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
 # Result arrays, name -> meaning; all int8, shaped (cells, deals).
 RESULT_FIELDS = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 
-from pipeline import rules
+from pipeline.engine import rules
 
 COLOURS = {"down": "#1f5fa8", "up": "#d0641c"}
 MARKERS = {"round-robin": "o", "packets": "s"}
@@ -130,7 +130,7 @@ def win_rates(cells: list[dict]) -> bytes | None:
 
 def cards_turned(distribution: dict) -> bytes | None:
     """Observed share of each cards_turned value in standard play against the exact law."""
-    from pipeline.stats import p_text  # here: the plots' process is forked before numpy loads
+    from pipeline.report.stats import p_text  # here: the plots' process is forked before numpy loads
 
     rows = distribution.get("rows") or []
     if not rows:

@@ -50,9 +50,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import claims as claim_rules
-from pipeline import odds, plots, rules, stats, storage, summary
-from pipeline.rules import Cell
+from pipeline.report import claims as claim_rules
+from pipeline.engine import odds, rules
+from pipeline.report import plots, stats
+from pipeline.store import storage
+from pipeline.records import summary
+from pipeline.engine.rules import Cell
 
 REPORT_VERSION = "clocksweep-report/1"
 DEFAULT_REPLAY = 100_000
@@ -678,7 +681,7 @@ def plan_replay(run: dict, entries: list[dict], count: int) -> tuple[tuple | Non
     The replay covers the sweep's first committed deals (consecutive shards from the lowest),
     in the deal order of its standard cell (round-robin if it has both).
     """
-    from pipeline import deals
+    from pipeline.engine import deals
 
     if count <= 0:
         return None, "no replay (--replay 0)"

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.rules import Cell
+from pipeline.engine.rules import Cell
 
 RESULT_SCHEMA_VERSION = "clocksweep-deals/3"
 
