@@ -42,7 +42,7 @@ def main() -> None:
     clocksweep("run", "configs/quick.toml", f"--set=deals={args.deals}", "--set=shard_size=50000",
                f"--set=output={out}", "--fresh")
     clocksweep("report", str(out), "--no-plots")
-    from pipeline.store.storage import committed_files
+    from pipeline.store.validate import committed_files
 
     rows = pl.scan_parquet(committed_files(str(out))).collect()
     labels = [name for name in SORT_KEY if name != "deal"]

@@ -1,7 +1,7 @@
 """Benchmark of `clocksweep report` (figures, not assertions): time and peak memory.
 
 Builds results directories with the sweep's own shard writer (`sweep.write_shard`), manifest
-(`storage.Manifest`) and run record (`sweep.start_run_record`), playing the shards in a
+(`records.Manifest`) and run record (`sweep.start_run_record`), playing the shards in a
 process pool instead of Ray, then runs
 `clocksweep report` in a fresh process and reports its wall time and peak resident memory.
 
@@ -35,11 +35,11 @@ def _play_shard(args):
     """One shard played and written by the sweep's own `sweep.write_shard`: its manifest entry."""
     where, raw, index = args
     from pipeline.sweep import config as sweep_config
-    from pipeline.store import storage
+    from pipeline.store import location
     from pipeline.sweep import driver as sweep
 
     config = sweep_config.from_dict(raw)
-    job = sweep.ShardJob(location=storage.Location(where), shard=sweep.plan(config)[index],
+    job = sweep.ShardJob(location=location.Location(where), shard=sweep.plan(config)[index],
                          seed=config.seed, cells=tuple(config.cells), record=config.record,
                          provenance=sweep.provenance(config), attempt=1)
     return {**sweep.write_shard(job), "node": "local", "attempts": 1}
@@ -48,16 +48,16 @@ def _play_shard(args):
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     """A results directory for the config ``raw`` (a dict as TOML gives), built without Ray."""
     from pipeline.sweep import config as sweep_config
-    from pipeline.store import storage
+    from pipeline.store import layout, location, records
     from pipeline.sweep import driver as sweep
 
     raw = {**raw, "output": where}
     config = sweep_config.from_dict(raw)
-    location = storage.Location(where)
+    location = location.Location(where)
     shards = sweep.plan(config)
     record = sweep.start_run_record(config, None, None, shards.count, 0)
-    location.write_json(storage.RUN_FILE, record)
-    manifest = storage.Manifest(location, config.hash)
+    location.write_json(layout.RUN_FILE, record)
+    manifest = records.Manifest(location, config.hash)
     jobs = [(where, raw, shard.index) for shard in shards]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
@@ -68,7 +68,7 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
         manifest.commit(entry)
     manifest.flush()
     record["runs"][-1].update(finished=sweep.now(), status="complete")
-    location.write_json(storage.RUN_FILE, record)
+    location.write_json(layout.RUN_FILE, record)
     return record
 
 

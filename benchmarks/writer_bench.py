@@ -4,7 +4,7 @@
 
 Both write the same rows, one batch of the sweep's size (half a million rows), to memory: the
 encoder from the kernel's arrays, pyarrow's writer from `schema.deal_table`'s Arrow table (its
-building is not timed) with the options the sweep gave it before (`storage.parquet_options`).
+building is not timed) with the options the sweep gave it before (`files.parquet_options`).
 Interleaved rounds, median ns a row, and bytes a row of each file; the kernel's ns a deal on
 the same results, for scale. Figures, not assertions.
 """
@@ -30,15 +30,15 @@ def main() -> None:
 
     from pipeline.sweep import config
     from pipeline.records import dealfile, schema
-    from pipeline.engine import kernel
-    from pipeline.store import storage
+    from pipeline.engine import kernel, rules
+    from pipeline.store import files
     from pipeline.engine.rules import Cell
 
     grids = {
         "standard": [Cell()],
         "quick.toml": list(config.load(str(ROOT / "configs" / "quick.toml")).cells),
     }
-    metadata = storage.file_metadata({"bench": True})
+    metadata = files.file_metadata({"bench": True})
     for name, cells in grids.items():
         count = max(1, args.rows // len(cells))
         rows = count * len(cells)
@@ -48,20 +48,20 @@ def main() -> None:
         kernel_ns = (time.perf_counter() - began) / count * 1e9
         table = schema.deal_table(1, 0, results, cells)
         # One chunk, one dictionary a label (deal_table builds one a cell), as the sweep had it.
-        table = table.cast(storage.DEAL_WRITE_SCHEMA).unify_dictionaries().combine_chunks()
+        table = table.cast(schema.DEAL_WRITE_SCHEMA).unify_dictionaries().combine_chunks()
         table = table.replace_schema_metadata(metadata)
 
         def encoder() -> int:
             sink = io.BytesIO()
-            file = dealfile.DealFileEncoder(sink, storage.DEAL_WRITE_SCHEMA, storage.LABEL_NAMES, metadata)
+            file = dealfile.DealFileEncoder(sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata)
             file.write_batch(1, 0, results, cells)
             file.close()
             return sink.tell()
 
         def pyarrow_writer() -> int:
             sink = io.BytesIO()
-            with pq.ParquetWriter(sink, table.schema, **storage.parquet_options(table.schema)) as writer:
-                writer.write_table(table, row_group_size=storage.ROWS_PER_GROUP)
+            with pq.ParquetWriter(sink, table.schema, **files.parquet_options(table.schema)) as writer:
+                writer.write_table(table, row_group_size=files.ROWS_PER_GROUP)
             return sink.tell()
 
         writers = {"dealfile": encoder, "pyarrow": pyarrow_writer}

@@ -196,7 +196,8 @@ def run(config_path, overrides, dry_run, fresh, address):
     (the output must then be storage every node can reach: a shared path or a URI).
     """
     from pipeline.sweep import config as sweep_config
-    from pipeline.store import storage
+    from pipeline.store import layout
+    from pipeline.store.location import Location
     from pipeline.sweep import driver as sweep
 
     try:
@@ -205,7 +206,7 @@ def run(config_path, overrides, dry_run, fresh, address):
             click.echo(sweep.describe_plan(config))
             return
         outcome = sweep.run(config, fresh=fresh, address=address)
-    except (sweep_config.ConfigError, storage.ResultsError) as error:
+    except (sweep_config.ConfigError, layout.ResultsError) as error:
         raise InputError(str(error)) from None
     click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
     if outcome.failed:
@@ -213,7 +214,7 @@ def run(config_path, overrides, dry_run, fresh, address):
         click.echo(f"clocksweep: {len(outcome.failed)} shard(s) failed ({shown}); rerun the "
                    "same command to retry them", err=True)
         sys.exit(1)
-    click.echo(storage.Location(config.output).root)
+    click.echo(Location(config.output).root)
 
 
 @cli.command()
@@ -226,11 +227,11 @@ def validate(results_path):
     files the manifest does not list, results of an older record schema). Exit status 0 if
     all is well, 1 if problems were found, 2 if RESULTS is not a results directory.
     """
-    from pipeline.store import storage
+    from pipeline.store import layout, validate
 
     try:
-        problems, figures = storage.validate(results_path)
-    except storage.ResultsError as error:
+        problems, figures = validate.validate(results_path)
+    except layout.ResultsError as error:
         raise InputError(str(error)) from None
     for problem in problems:
         click.echo(f"problem: {problem}")

@@ -30,7 +30,7 @@ from processes import end_processes
 from pipeline import ERROR_PREFIX
 from pipeline.engine import kernel
 from pipeline.records import schema
-from pipeline.store import storage
+from pipeline.store import validate
 from pipeline.sweep import config as sweep_config
 from pipeline.report import document as reporting
 from pipeline.cli import cli
@@ -120,7 +120,7 @@ def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
 def content(out: Path, committed_only: bool = False) -> pl.DataFrame:
     """Every per-deal row of a results directory, sorted: read by Polars over shards/deals,
     or (``committed_only``) over the committed files the manifest lists."""
-    source = storage.committed_files(str(out)) if committed_only else out / "shards" / "deals"
+    source = validate.committed_files(str(out)) if committed_only else out / "shards" / "deals"
     frame = pl.scan_parquet(source).collect()
     return as_strings(frame).sort(SORT_KEY, nulls_last=True)
 

@@ -24,12 +24,12 @@ import pytest
 from pipeline.sweep import config as sweep_config
 from pipeline.records import dealfile, schema
 from pipeline.engine import kernel, rules
-from pipeline.store import storage
+from pipeline.store import files
 from pipeline.engine.rules import Cell
 
 SEED = 424242
 QUICK_CELLS = list(sweep_config.load(str(Path(__file__).parents[1] / "configs" / "quick.toml")).cells)
-METADATA = storage.file_metadata({"config_hash": "h", "shard": {"index": 0}})
+METADATA = files.file_metadata({"config_hash": "h", "shard": {"index": 0}})
 KINDS_OF_CELLS = {
     "standard": [Cell()],
     "play_out": [Cell("play_out")],
@@ -44,7 +44,7 @@ KINDS_OF_CELLS = {
 def encoded(seed: int, batches: list[tuple[int, dict]], cells) -> bytes:
     """A file of ``batches`` of (first deal, results), one row group each."""
     sink = io.BytesIO()
-    encoder = dealfile.DealFileEncoder(sink, storage.DEAL_WRITE_SCHEMA, storage.LABEL_NAMES, METADATA)
+    encoder = dealfile.DealFileEncoder(sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, METADATA)
     for first, results in batches:
         encoder.write_batch(seed, first, results, cells)
     encoder.close()
@@ -63,7 +63,7 @@ def plain(frame: pl.DataFrame) -> pl.DataFrame:
 
 def assert_read_back(data: bytes, want: pa.Table, tmp_path: Path) -> None:
     table = pq.read_table(io.BytesIO(data))
-    assert table.schema == storage.expected_schemas("deals")["deals"]
+    assert table.schema == files.expected_schemas("deals")["deals"]
     assert table.schema.metadata == METADATA
     assert table.num_rows == want.num_rows
     expected = plain(pl.from_arrow(want))
@@ -159,9 +159,9 @@ def test_the_rules_names_are_each_label_dictionary():
     cells = [Cell("exchange", "oracle", finale="up", depth="bottom", order="packets")]
     data = encoded(SEED, [(0, kernel.play(SEED, 0, 10, cells))], cells)
     table = pq.read_table(io.BytesIO(data), read_dictionary=list(schema.LABEL_COLUMNS))
-    for name, names in storage.LABEL_NAMES.items():
+    for name, names in rules.AXES.items():
         assert table.column(name).chunk(0).dictionary.to_pylist() == list(names)
-    assert storage.LABEL_NAMES["variant"] == rules.VARIANTS
+    assert rules.AXES["variant"] == rules.VARIANTS
 
 
 def test_same_results_same_bytes():
@@ -201,7 +201,7 @@ def test_results_not_as_the_kernel_gives_them_are_refused():
     """The encoder trusts the kernel's conventions; what it can check cheaply, it refuses."""
     cells = [Cell(), Cell("watch", "most")]
     results = kernel.play(SEED, 0, 50, cells)
-    encoder = dealfile.DealFileEncoder(io.BytesIO(), storage.DEAL_WRITE_SCHEMA, storage.LABEL_NAMES, METADATA)
+    encoder = dealfile.DealFileEncoder(io.BytesIO(), schema.DEAL_WRITE_SCHEMA, rules.AXES, METADATA)
     with pytest.raises(ValueError, match="results for 2 cells, but 1 cells given"):
         encoder.write_batch(SEED, 0, results, cells[:1])
     with pytest.raises(ValueError, match="not int8.*hint_den"):

@@ -30,7 +30,7 @@ from processes import end_processes, processes_mentioning
 
 from pipeline.engine import kernel
 from pipeline.records import schema
-from pipeline.store import storage
+from pipeline.store import layout, validate
 from pipeline.sweep import driver as sweep
 from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
@@ -104,7 +104,7 @@ def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
 
 def content(out: Path) -> pl.DataFrame:
     """The committed per-deal rows of a results directory (the documented way), sorted."""
-    frame = pl.scan_parquet(storage.committed_files(str(out))).collect()
+    frame = pl.scan_parquet(validate.committed_files(str(out))).collect()
     return as_strings(frame).sort(SORT_KEY, nulls_last=True)
 
 
@@ -284,7 +284,7 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
                     if p not in listed)
     if others:
         problems.append(f"files under shards/deals/ the manifest does not list: {others}")
-    committed = storage.committed_files(str(out))
+    committed = validate.committed_files(str(out))
     if {Path(p) for p in committed} != listed:
         problems.append(f"committed_files {committed} are not the manifest's {sorted(listed)}")
     height = pl.scan_parquet(committed).collect().height
@@ -374,7 +374,7 @@ def test_disk_full_mid_sweep(tmp_path, tmpfs):
     if left:
         problems.append(f"temporary files left outside shards/.partial: {left}")
     try:
-        found, figures = storage.validate(str(out))
+        found, figures = validate.validate(str(out))
         # Missing shards, and leftovers kept out of readers' way in shards/.partial/, are
         # what a full disk may leave; anything else is a committed shard damaged or a file
         # readers of shards/<table>/ would see.
@@ -385,7 +385,7 @@ def test_disk_full_mid_sweep(tmp_path, tmpfs):
         # (Usually about half the shards are committed; none when the disk filled while the
         # manifest was written, which is allowed.)
         assert figures["committed"] < figures["shards"], "the tmpfs held the whole run"
-    except storage.ResultsError as error:
+    except layout.ResultsError as error:
         problems.append(f"validate after the full disk: {error}")
 
     tmpfs(f"{4 * needed * 4}k", remount=True)

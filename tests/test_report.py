@@ -1,7 +1,7 @@
 """Tests of `clocksweep report` (pipeline/report.py, claims.py, plots.py) on real results.
 
 Results directories are written here as the sweep writes them: `sweep.write_shard` (the Ray
-task's body) plays each shard with the kernel and writes real Parquet, `storage.Manifest`
+task's body) plays each shard with the kernel and writes real Parquet, `records.Manifest`
 commits it and `sweep.start_run_record` gives run.json; only Ray is left out (the shards are
 played in this process). Nothing is mocked.
 """
@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.report import claims, document as report
-from pipeline.store import storage
+from pipeline.store import layout, records
+from pipeline.store.location import Location
 from pipeline.records import summary
 from pipeline.sweep import driver as sweep
 from pipeline.sweep import config as sweep_config
@@ -37,11 +38,11 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
     config = sweep_config.from_dict({"name": "t", "seed": seed, "deals": deals,
                                      "shard_size": shard_size, "record": record,
                                      "output": str(where), "grid": grid})
-    location = storage.Location(config.output)
+    location = Location(config.output)
     shards = sweep.plan(config)
     run = sweep.start_run_record(config, None, None, shards.count, 0)
-    location.write_json(storage.RUN_FILE, run)
-    manifest = storage.Manifest(location, config.hash)
+    location.write_json(layout.RUN_FILE, run)
+    manifest = records.Manifest(location, config.hash)
     for shard in shards:
         job = sweep.ShardJob(location=location, shard=shard, seed=config.seed,
                              cells=tuple(config.cells), record=record,
@@ -49,7 +50,7 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
         manifest.commit({**sweep.write_shard(job), "node": "test", "attempts": 1})
     manifest.flush()
     run["runs"][-1].update(finished=sweep.now(), status="complete")
-    location.write_json(storage.RUN_FILE, run)
+    location.write_json(layout.RUN_FILE, run)
     return config
 
 

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+import pipeline
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -28,7 +29,10 @@ from click.testing import CliRunner
 
 from pipeline.engine import deals, kernel
 from pipeline.records import schema, summary
-from pipeline.store import storage
+from pipeline.store import records, validate
+from pipeline.store.plan import Shard
+from pipeline.store.files import expected_schemas, file_problem
+from pipeline.store.location import Location
 from pipeline.sweep import driver as sweep
 from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
@@ -163,7 +167,7 @@ def test_run_read_back(config_file, tmp_path, expected, expected_facts):
     assert run["config_hash"] == cfg.hash
     assert run["deal_scheme"] == deals.SCHEME_VERSION
     assert run["result_schema"] == schema.RESULT_SCHEMA_VERSION
-    assert run["clocksweep"] == sweep.code_version()
+    assert run["clocksweep"] == pipeline.__version__
     assert len(run["cells"]) == 8 and run["config"]["seed"] == SEED
     assert run["runs"][-1]["status"] == "complete"
     assert run["runs"][-1]["ray"]["cpus"] == 2 and run["runs"][-1]["ray"]["nodes"]
@@ -188,7 +192,7 @@ def test_run_read_back(config_file, tmp_path, expected, expected_facts):
         assert record["bytes"] / record["rows"] <= 4.0
         column = metadata.row_group(0).column(1)
         assert column.path_in_schema == "deal" and "DELTA_BINARY_PACKED" in column.encodings
-    assert storage.committed_files(str(out)) == [str(out / e["files"][0]["path"]) for e in entries]
+    assert validate.committed_files(str(out)) == [str(out / e["files"][0]["path"]) for e in entries]
     # The deal facts: counted per shard on the standard cell, as the kernel gives them.
     assert fact_counts(out) == expected_facts
 
@@ -437,7 +441,7 @@ def test_object_store_writes_final_keys():
     committed by the manifest, and checked like a local one."""
     from pyarrow.fs import _MockFileSystem
 
-    location = storage.Location("bucket/results", filesystem=_MockFileSystem())
+    location = Location("bucket/results", filesystem=_MockFileSystem())
     cfg = sweep_config.from_dict({**tomllib.loads(CONFIG), "deals": 600, "shard_size": 600})
     cells = list(cfg.cells)
     shard = sweep.plan(cfg)[0]
@@ -448,35 +452,35 @@ def test_object_store_writes_final_keys():
     assert "staged" not in record  # written at its final key, not renamed into place
     assert record["path"] == "shards/deals/shard-000000_deals-0-599.parquet"
     assert location.info(record["path"]).size == record["bytes"]
-    schemas = storage.expected_schemas("deals")
-    assert storage.file_problem(location, record, cfg.hash, schemas["deals"], shard) is None
-    assert "another config" in storage.file_problem(location, record, "other")
-    other_shard = storage.Shard(1, 600, 600)
-    assert "it belongs to shard 0" in storage.file_problem(location, record, cfg.hash, None, other_shard)
+    schemas = expected_schemas("deals")
+    assert file_problem(location, record, cfg.hash, schemas["deals"], shard) is None
+    assert "another config" in file_problem(location, record, "other")
+    other_shard = Shard(1, 600, 600)
+    assert "it belongs to shard 0" in file_problem(location, record, cfg.hash, None, other_shard)
 
     run = sweep.start_run_record(cfg, None, None, 1, 0)
     location.write_json("run.json", run)
-    manifest = storage.Manifest(location, cfg.hash)
+    manifest = records.Manifest(location, cfg.hash)
     manifest.commit({**entry, "files": [record]})
     manifest.flush()
-    problems, _ = storage.validate(location)
+    problems, _ = validate.validate(location)
     assert problems == ["shard-000000_deals-0-599: no file of table facts in the manifest",
                         "shards/facts/shard-000000_deals-0-599.parquet: not committed in the "
                         "manifest (readers of the directory would see it; rerun to clean up)"]
     manifest.commit({**entry, "files": [record, facts_record]})
     manifest.flush()
-    problems, figures = storage.validate(location)
+    problems, figures = validate.validate(location)
     assert problems == [] and figures["committed"] == 1
     # Results of an earlier version of the per-deal schema are named as such.
     location.write_json("run.json", {**run, "result_schema": "clocksweep-deals/2"})
-    problems, _ = storage.validate(location)
+    problems, _ = validate.validate(location)
     assert problems == ["run.json: the results are in record schema clocksweep-deals/2, this "
                         "clocksweep reads clocksweep-deals/3; rerun the config with --fresh to "
                         "write them again"]
     location.write_json("run.json", run)
     with location.fs.open_output_stream(location.full(record["path"])) as stream:
         stream.write(b"PAR1 not what was committed")
-    problems, _ = storage.validate(location)
+    problems, _ = validate.validate(location)
     assert len(problems) == 1 and "truncated or altered" in problems[0]
 
 

@@ -69,13 +69,10 @@ from fractions import Fraction
 from functools import lru_cache
 from math import comb
 
-from pipeline.engine.rules import Cell, N_HOURS, PILE_SIZE
+from pipeline.engine import rules
+from pipeline.engine.rules import COUNT_STRATEGIES, N_HOURS, PILE_SIZE, Cell
 
-# The strategies whose odds depend only on the face-down counts, so have exact values here.
-COUNT_STRATEGIES = ("clockwise", "random", "most", "fewest")
-
-# Variants whose rescue wins with the hint's chance d_p / U under a counts-only strategy.
-HINT_VARIANTS = ("watch", "one_swap")
+# COUNT_STRATEGIES' odds depend only on the face-down counts, so have exact values here.
 
 # The default deck: 12 hour ranks plus the kings, 4 suits. Functions take the deck's shape as
 # parameters so that the tests can check them against brute force on small decks.
@@ -237,14 +234,9 @@ def exact_win_of(cell: Cell) -> Fraction | None:
     # Neither the deal order (a relabelling of deal numbers) nor the finale (only `informed`
     # reads the bottom cards) changes the odds of these cells, so only variant, strategy and
     # depth matter.
-    if cell.variant in ("standard", "play_out"):
+    if rules.wins_as_standard(cell.variant):
         return standard_win()
-    if cell.strategy not in COUNT_STRATEGIES:
-        return None
-    if cell.variant in HINT_VARIANTS:
-        return rescue_win(cell.strategy)
-    # Exchanging at the bottom also wins with chance d_p / U; at the top it does not.
-    if cell.variant == "exchange" and cell.depth == "bottom":
+    if cell.strategy in COUNT_STRATEGIES and rules.rescue_wins_with_hint(cell):
         return rescue_win(cell.strategy)
     return None
 
@@ -270,7 +262,7 @@ def exact_values() -> list[dict]:
         records.append(record("standard", None, f"P(cards_turned={turned})", chance))
     # Play it out scores restarts; no restart at all is exactly a standard win.
     records.append(record("play_out", None, "P(win)", standard_win()))
-    for variant in HINT_VARIANTS:
+    for variant in ("watch", "one_swap"):  # the rescues rules.rescue_wins_with_hint names
         for strategy in COUNT_STRATEGIES:
             records.append(record(variant, strategy, "P(win)", rescue_win(strategy)))
     # Exchanging the king for a pile's bottom card wins with the same chance d_p / U.

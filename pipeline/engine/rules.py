@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import product
 
 RANKS = "A23456789TJQK"
 SUITS = "CDHS"
@@ -31,6 +32,18 @@ STRATEGIES = ("clockwise", "random", "most", "fewest", "informed", "oracle")
 FINALES = ("down", "up")
 ORDERS = ("round-robin", "packets")
 DEPTHS = ("bottom", "top")
+
+# The axes a cell varies on, with their names: the label columns of every record, in this order.
+AXES = {"order": ORDERS, "variant": VARIANTS, "strategy": STRATEGIES, "finale": FINALES,
+        "depth": DEPTHS}
+# What a sweep's grid plays on an axis it does not name (in the order a config lists its axes).
+AXIS_DEFAULTS = {"variant": ("standard",), "strategy": STRATEGIES, "finale": ("down",),
+                 "order": ("round-robin",), "depth": ("bottom",)}
+
+# Strategies that choose from what a player sees with the bottoms face down (the face-down
+# counts), and those that look at cards no player sees: an upper bound, not a way to play.
+COUNT_STRATEGIES = ("clockwise", "random", "most", "fewest")
+PEEKING_STRATEGIES = ("oracle",)
 
 
 def rank_of(card: int) -> int:
@@ -154,21 +167,43 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
         raise RuleError(f"{name}: {value!r} is not known; allowed: {', '.join(allowed)}")
 
 
+def expand(grid: dict[str, tuple[str, ...]]) -> list[Cell]:
+    """Every cell the rules allow in a grid (a tuple of names per axis of AXES), in the one
+    order every sweep and record uses: order, finale, variant, then strategy and depth.
+    Strategies apply to rescue variants only, depths to `exchange` only; other combinations
+    (such as `informed` with face-down finales) are left out. RuleError if none is left."""
+    cells, refusals = [], []
+    for order, finale, variant in product(grid["order"], grid["finale"], grid["variant"]):
+        strategies = grid["strategy"] if variant in RESCUE_VARIANTS else (None,)
+        depths = grid["depth"] if variant == "exchange" else (None,)
+        for strategy, depth in product(strategies, depths):
+            try:
+                cells.append(Cell(variant, strategy, finale, order, depth))
+            except RuleError as refusal:
+                refusals.append(str(refusal))
+    if not cells:
+        raise RuleError("grid: expands to no cell that the rules allow"
+                        + (f": {refusals[0]}" if refusals else ""))
+    return cells
+
+
 def all_cells(finales=FINALES, orders=ORDERS, depths=DEPTHS) -> list[Cell]:
     """Every meaningful cell: rescue variants with each strategy, the rest without."""
-    cells = []
-    for order in orders:
-        for finale in finales:
-            for variant in VARIANTS:
-                if variant not in RESCUE_VARIANTS:
-                    cells.append(Cell(variant, None, finale, order))
-                    continue
-                for strategy in STRATEGIES:
-                    if strategy == "informed" and finale != "up":
-                        continue
-                    for depth in depths if variant == "exchange" else (None,):
-                        cells.append(Cell(variant, strategy, finale, order, depth))
-    return cells
+    return expand({**AXES, "finale": finales, "order": orders, "depth": depths})
+
+
+def wins_as_standard(variant: str) -> bool:
+    """Variants whose deals are won exactly when standard play wins them (play_out's
+    restart-free deals)."""
+    return variant in ("standard", "play_out")
+
+
+def rescue_wins_with_hint(cell: Cell) -> bool:
+    """Cells whose rescue at pile p wins with the hint's chance d_p / U, given what a player
+    sees with the bottoms face down: the Watch, the one swap, and the exchange at the bottom
+    (at the top, the king lands above cards it would have to pass)."""
+    return cell.variant in ("watch", "one_swap") or (cell.variant == "exchange"
+                                                     and cell.depth == "bottom")
 
 
 # --- What decides a rescued deal ----------------------------------------------------------

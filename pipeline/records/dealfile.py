@@ -1,14 +1,14 @@
 """Per-deal Parquet files, encoded straight from the kernel's arrays.
 
 A sweep of standard play spends 330-450 ns a deal in the kernel; pyarrow's writer took another
-60-90 ns a row for the 14 columns of `storage.DEAL_WRITE_SCHEMA`, 3-9 ns a column even where a
+60-90 ns a row for the 14 columns of `schema.DEAL_WRITE_SCHEMA`, 3-9 ns a column even where a
 column is null throughout or constant, since it encodes every value one by one. That cost a
 sweep a sixth of its time. This module writes the same table for that one schema knowing what
 the columns are: a label or a null column is constant per cell, so it is a few runs, not a
 value per row; the rest are small integers, packed in one numba pass each.
 
 What it writes is plain Parquet (format 2, data pages version 1, uncompressed, no statistics),
-the encodings pyarrow was told to use (`storage.parquet_options`):
+the encodings pyarrow was told to use (`files.parquet_options`):
 
 - integers (``seed``, ``deal`` and the int8 fields): DELTA_BINARY_PACKED;
 - labels and ``hint``: RLE_DICTIONARY, over a PLAIN dictionary page (a label's dictionary is
@@ -549,7 +549,7 @@ class DealFileEncoder:
     """Writes a per-deal Parquet file to ``sink`` (anything with ``write``): `write_batch` for
     each batch of kernel results (one row group each), then `close` for the footer.
 
-    ``file_schema`` is the per-deal schema as written (`storage.DEAL_WRITE_SCHEMA`),
+    ``file_schema`` is the per-deal schema as written (`schema.DEAL_WRITE_SCHEMA`),
     ``label_names`` each label column's dictionary, ``metadata`` the file's key-value metadata.
     """
 

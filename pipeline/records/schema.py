@@ -37,11 +37,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 
 RESULT_SCHEMA_VERSION = "clocksweep-deals/3"
 
-LABEL_COLUMNS = ("order", "variant", "strategy", "finale", "depth")
+LABEL_COLUMNS = tuple(rules.AXES)  # order, variant, strategy, finale, depth
 
 DEAL_SCHEMA = pa.schema(
     [
@@ -60,6 +61,16 @@ DEAL_SCHEMA = pa.schema(
         ("restarts", pa.int8()),
         ("stray_deaths", pa.int8()),
     ]
+)
+
+
+# Columns every row has (SPEC section 8): written as required, they have no definition levels
+# to write or read. Any other column, present or future, stays nullable.
+REQUIRED_DEAL_COLUMNS = ("seed", "deal", "order", "variant", "finale", "won", "cards_turned",
+                         "down_at_stop")
+# DEAL_SCHEMA as the per-deal files hold it.
+DEAL_WRITE_SCHEMA = pa.schema(
+    [field.with_nullable(field.name not in REQUIRED_DEAL_COLUMNS) for field in DEAL_SCHEMA]
 )
 
 

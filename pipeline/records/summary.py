@@ -67,6 +67,7 @@ import pyarrow as pa
 
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
+from pipeline.records import schema
 
 
 def _compiled_on_first_call(function):
@@ -94,14 +95,7 @@ SUMMARY_SCHEMA_VERSION = "clocksweep-summary/1"
 
 BLOCK = 13  # deals per block: "thirteen straight losses" (seed 001)
 
-LABELS = {
-    "order": rules.ORDERS,
-    "variant": rules.VARIANTS,
-    "strategy": rules.STRATEGIES,
-    "finale": rules.FINALES,
-    "depth": rules.DEPTHS,
-}
-LABEL_COLUMNS = tuple(LABELS)
+LABEL_COLUMNS = schema.LABEL_COLUMNS
 
 # table -> (key columns after the labels, count columns)
 TABLES = {
@@ -118,14 +112,11 @@ TABLES = {
 # Deal facts: counted on standard play's deals only (every cell plays the same deals).
 FACT_RANGE = rules.N_HOURS + 1  # 0..12 hour piles
 
+# The key columns' types: a per-deal column's own, and the counts' small integers.
 VALUE_TYPES = {
-    "won": pa.bool_(),
-    "down_at_stop": pa.int8(),
-    "hint": pa.float32(),
-    "restarts": pa.int8(),
-    "stray_deaths": pa.int8(),
-    "cards_turned": pa.int8(),
-    "rescue_pile": pa.int8(),
+    **{name: schema.DEAL_SCHEMA.field(name).type
+       for name in ("won", "down_at_stop", "hint", "restarts", "stray_deaths", "cards_turned",
+                    "rescue_pile")},
     "wins": pa.int8(),
     "kings_at_bottom": pa.int8(),
     "unvisited_at_third_king": pa.int8(),
@@ -168,7 +159,7 @@ def label_field(name: str) -> pa.Field:
     """The Arrow field of a label column: Polars' own export of an Enum over the rules' names."""
     import polars as pl
 
-    frame = pl.DataFrame({name: pl.Series([], dtype=pl.Enum(list(LABELS[name])))})
+    frame = pl.DataFrame({name: pl.Series([], dtype=pl.Enum(list(rules.AXES[name])))})
     return frame.to_arrow().schema.field(name)
 
 
@@ -199,7 +190,7 @@ SCHEMAS: dict[str, pa.Schema] = {table: _schema(table) for table in TABLES}
 def _label_array(column: str, values: list[str | None], index: np.ndarray) -> pa.Array:
     """A label column for rows whose cell is ``index`` (into ``values``, one per cell)."""
     field = _label_field_for(column)
-    names = LABELS[_label_name(column)]
+    names = rules.AXES[_label_name(column)]
     codes = np.array([names.index(v) if v is not None else 0 for v in values], dtype=np.uint8)
     null = np.array([v is None for v in values], dtype=bool)
     row_codes = codes[index] if len(values) else np.zeros(0, dtype=np.uint8)
@@ -326,14 +317,14 @@ def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restar
     return 0, -1
 
 
-LABEL_RADICES = np.array([len(LABELS[name]) + 1 for name in LABEL_COLUMNS], dtype=np.int64)
+LABEL_RADICES = np.array([len(rules.AXES[name]) + 1 for name in LABEL_COLUMNS], dtype=np.int64)
 
 
 def label_code(cell: Cell) -> int:
     """A cell's labels as one integer: mixed radix over LABEL_COLUMNS (null = the names' count)."""
     code = 0
     for name, radix in zip(reversed(LABEL_COLUMNS), reversed(LABEL_RADICES)):
-        names, value = LABELS[name], getattr(cell, name)
+        names, value = rules.AXES[name], getattr(cell, name)
         code = code * int(radix) + (names.index(value) if value is not None else len(names))
     return code
 

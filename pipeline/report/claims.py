@@ -23,11 +23,12 @@ one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from math import comb
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,7 +48,10 @@ ORDINARY = 0.05  # an event is "ordinary" if it happens at least this often (not
 LOST = 0.01  # a position is "already lost" if fewer than this share of such deals win
 MIN_WINS_52 = 100  # won deals needed before "every win turns 52 cards" means something
 MIN_LATER_DEATHS = 100  # later deaths needed for the play-it-out claim
-COUNT_STRATEGIES = odds.COUNT_STRATEGIES  # what a player who sees only the counts can play
+# The variants whose deals are won exactly when standard play wins them, standard first: a
+# claim about standard play reads the first of these the sweep has.
+STANDARD_PLAY = tuple(variant for variant in rules.VARIANTS if rules.wins_as_standard(variant))
+COUNTS_TEXT = ", ".join(rules.COUNT_STRATEGIES)  # the strategies that see only the counts
 CONFIRMED, REFUTED, INCONCLUSIVE = "confirmed", "refuted", "inconclusive"
 
 
@@ -71,7 +75,7 @@ class Claim:
         self.figure = part / whole if whole else None
         self.interval = interval if whole else None
 
-    def measure_paired(self, paired) -> None:
+    def measure_paired(self, paired: stats.Paired) -> None:
         """The figure is a paired difference (`stats.paired_difference`), with its interval."""
         self.figure, self.interval = paired.difference, (paired.low, paired.high)
 
@@ -220,10 +224,97 @@ def _subsets_by_size_and_absent():
     return table
 
 
+# --- What the claims read of the report's figures -------------------------------------------
+
+
+class ClaimCell(Protocol):
+    """One cell's figure as the claims read it (`document.CellFigure`)."""
+
+    @property
+    def n(self) -> int:
+        """Deals the cell played (0 or more)."""
+
+    @property
+    def wins(self) -> int:
+        """Of those, the deals won (0..n)."""
+
+    @property
+    def rate(self) -> float:
+        """The win rate wins / n, a share in 0..1 (not a percentage); NaN when n is 0."""
+
+    @property
+    def exact(self) -> Fraction | None:
+        """The cell's exact chance of winning (`odds.exact_win_of`), None where there is none."""
+
+
+@runtime_checkable
+class ClaimFigures(Protocol):
+    """Everything the claims read of a sweep: what `assess` and every claim function take.
+
+    `document.Figures` provides it from the summed summary tables; tests/test_claims.py from
+    made-up numbers. Shares and rates are in 0..1; counts are numbers of deals (or of blocks
+    of deals, or of deaths), never negative.
+    """
+
+    @property
+    def cells(self) -> Mapping[Cell, ClaimCell]:
+        """Every cell the sweep has figures for, with its figure, in the sweep's cell order:
+        where several cells fit a claim, the first in this order is taken."""
+
+    @property
+    def mode(self) -> str:
+        """The sweep's record mode, ``"deals"`` (per-deal rows) or ``"summary"`` (counts per
+        batch); it only names the basis of a claim."""
+
+    @property
+    def replay(self) -> Replay | None:
+        """The standard play replayed on the sweep's first deals (`replay_standard`, checked
+        against the sweep's records), or None when there is none; read only when
+        `deal_facts` gives None."""
+
+    @property
+    def replay_note(self) -> str:
+        """Why there is no replay (e.g. ``"no replay (--replay 0)"``); "" when there is one or
+        none was needed."""
+
+    def paired(self, a: Cell, b: Cell, confidence: float) -> stats.Paired | None:
+        """a's win rate minus b's, on the deals both cells played: the 2x2 table of their
+        outcomes (``a_only`` won by a alone, ``b_only`` by b alone), the difference in 0..1
+        units with its paired interval at ``confidence`` (`stats.paired_difference`) and the
+        exact McNemar p. None when the sweep did not pair the two cells (other deals)."""
+
+    def deal_facts(self) -> tuple[Cell, Sequence[tuple[bool, int, int, int]]] | None:
+        """The deal facts counted on every deal of the sweep's first standard cell: (that
+        cell, rows ``(won, kings_at_bottom, unvisited_at_third_king, n)``), each row ``n``
+        deals with that outcome, that many hour piles (0..12) with a king at the bottom, and
+        that many hour piles not yet taken from when the third king was placed. None when
+        the records hold no facts (a sweep without a standard cell)."""
+
+    def near_misses(self, cell: Cell, low: int, high: int) -> tuple[int, int]:
+        """(deals, wins) of ``cell`` among its deals whose chain first died with ``low`` to
+        ``high`` cards still face down (``down_at_stop``, both ends included)."""
+
+    def loss_blocks(self, cell: Cell) -> tuple[int, int]:
+        """(blocks, blocks without a win) of ``cell``: its deals cut into blocks of 13
+        consecutive deal numbers (a partial block at the end of a batch left out)."""
+
+    def won_turned(self, cells: list[Cell]) -> tuple[int, int]:
+        """(won deals, won deals that turned all 52 cards) of ``cells`` taken together."""
+
+    def rescue_win_turned(self) -> list[str]:
+        """One line of text per rescue variant and number of cards its won deals turned
+        (e.g. ``"watch 1,234 wins at 52 cards"``), in that order; only shown, never judged."""
+
+    def play_out_deaths(self, cells: list[Cell]) -> tuple[int, int, int]:
+        """(deals, later deaths, stray deaths) of the play_out ``cells`` taken together: each
+        deal has one first death and each restart one later death (``restarts`` summed);
+        stray deaths are those away from where the rules predict (``stray_deaths`` summed)."""
+
+
 # --- The claims ---------------------------------------------------------------------------
 
 
-def primary(figures, variant: str, strategy: str | None = None, finale: str = "down",
+def primary(figures: ClaimFigures, variant: str, strategy: str | None = None, finale: str = "down",
             depth: str | None = None) -> Cell | None:
     """The sweep's cell of a variant/strategy/finale, round-robin first, else packets.
 
@@ -231,7 +322,7 @@ def primary(figures, variant: str, strategy: str | None = None, finale: str = "d
     same way whichever the finale, so with finale "down" missing, "up" stands in for it.
     """
     finales = [finale]
-    if finale == "down" and (strategy is None or strategy in COUNT_STRATEGIES):
+    if finale == "down" and (strategy is None or strategy in rules.COUNT_STRATEGIES):
         finales.append("up")
     for candidate in finales:
         for order in rules.ORDERS:
@@ -244,7 +335,14 @@ def primary(figures, variant: str, strategy: str | None = None, finale: str = "d
     return None
 
 
-def one_in_13(figures) -> Claim:
+def standard_cell(figures: ClaimFigures) -> Cell | None:
+    """The sweep's standard cell (`primary`), else that of a variant whose deals are won
+    exactly when standard play wins them (`rules.wins_as_standard`: play_out's restart-free
+    deals)."""
+    return next((cell for variant in STANDARD_PLAY if (cell := primary(figures, variant))), None)
+
+
+def one_in_13(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "one_in_13", ("000", "001", "003", "004"),
         "Standard play wins one deal in thirteen (000: \"one deal in thirteen\"; 001: \"The 1-in-13 "
@@ -254,7 +352,7 @@ def one_in_13(figures) -> Claim:
         "otherwise inconclusive (too few deals).",
         exact="1/13",
     )
-    cell = primary(figures, "standard") or primary(figures, "play_out")
+    cell = standard_cell(figures)
     if cell is None:
         claim.needs = "a standard cell (variant standard, or play_out whose restart-free deals are standard wins)"
         claim.basis = "no standard cell in this sweep"
@@ -262,7 +360,7 @@ def one_in_13(figures) -> Claim:
     return _rate_claim(claim, figures, cell, lambda ci: exact_value_verdict(1 / 13, ci))
 
 
-def _rate_claim(claim: Claim, figures, cell: Cell, verdict: Callable, wins_of: str = "deals") -> Claim:
+def _rate_claim(claim: Claim, figures: ClaimFigures, cell: Cell, verdict: Callable, wins_of: str = "deals") -> Claim:
     entry = figures.cells[cell]
     interval = stats.wilson(entry.wins, entry.n, stats.CLAIM_CONFIDENCE)
     claim.figure, claim.interval = entry.rate, interval
@@ -272,18 +370,18 @@ def _rate_claim(claim: Claim, figures, cell: Cell, verdict: Callable, wins_of: s
     return claim
 
 
-def better_than_one_in_three(figures) -> Claim:
+def better_than_one_in_three(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "better_than_one_in_three", ("004",),
         "The one-swap house rule \"raises the chance of winning from 1 in 13 to better than 1 in 3 "
         "if you choose well\".",
-        "the best one_swap strategy a player can use with the bottoms face down (clockwise, random, "
-        "most, fewest) is measured; confirmed if the lower end of its 99.9% interval is above 1/3, "
+        f"the best one_swap strategy a player can use with the bottoms face down ({COUNTS_TEXT}) "
+        "is measured; confirmed if the lower end of its 99.9% interval is above 1/3, "
         "refuted if the upper end is below 1/3, otherwise inconclusive.",
     )
-    candidates = [c for s in COUNT_STRATEGIES if (c := primary(figures, "one_swap", s))]
+    candidates = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "one_swap", s))]
     if not candidates:
-        claim.needs = "cells one_swap x {clockwise, random, most, fewest}, finale=down"
+        claim.needs = f"cells one_swap x {{{COUNTS_TEXT}}}, finale=down"
         claim.basis = "no one_swap cell with a counts-only strategy in this sweep"
         return claim
     best = max(candidates, key=lambda c: figures.cells[c].rate)
@@ -298,7 +396,7 @@ def better_than_one_in_three(figures) -> Claim:
     return claim
 
 
-def pick_makes_no_difference(figures) -> Claim:
+def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "pick_makes_no_difference", ("000",),
         "Under Watch, \"which card you pick makes no difference to whether the chain survives\".",
@@ -306,9 +404,10 @@ def pick_makes_no_difference(figures) -> Claim:
         "deals, the best against the worst; refuted if the 99.9% paired interval of their "
         f"difference excludes 0, confirmed if it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
     )
-    cells = [c for s in COUNT_STRATEGIES if (c := primary(figures, "watch", s))]
+    cells = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "watch", s))]
     if len(cells) < 2:
-        claim.needs = "at least two cells watch x {clockwise, random, most, fewest}, finale=down (most and fewest differ most)"
+        claim.needs = (f"at least two cells watch x {{{COUNTS_TEXT}}}, finale=down "
+                       "(most and fewest differ most)")
         claim.basis = f"{len(cells)} watch cell(s) with a counts-only strategy in this sweep"
         return claim
     ranked = sorted(cells, key=lambda c: figures.cells[c].rate, reverse=True)
@@ -328,7 +427,7 @@ def pick_makes_no_difference(figures) -> Claim:
     return claim
 
 
-def near_misses_come_home(figures) -> Claim:
+def near_misses_come_home(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "near_misses_come_home", ("000",),
         "Watch brings \"the near misses, the deals that stall with a couple of cards to go, mostly home\".",
@@ -337,7 +436,7 @@ def near_misses_come_home(figures) -> Claim:
         "measured on them; confirmed if the lower end of the 99.9% interval of its win rate is above "
         "1/2 (\"mostly\"), refuted if the upper end is below 1/2, otherwise inconclusive.",
     )
-    cells = [c for s in ("random",) + tuple(x for x in COUNT_STRATEGIES if x != "random")
+    cells = [c for s in ("random",) + tuple(x for x in rules.COUNT_STRATEGIES if x != "random")
              if (c := primary(figures, "watch", s))]
     if not cells:
         claim.needs = "a cell watch x random (or another counts-only strategy), finale=down"
@@ -366,7 +465,7 @@ def near_misses_come_home(figures) -> Claim:
     return claim
 
 
-def _fact_source(figures, claim: Claim, column: str):
+def _fact_source(figures: ClaimFigures, claim: Claim, column: str):
     """(counts {(won, fact value): deals}, basis text) from the sweep's records or the replay."""
     facts = figures.deal_facts()
     if facts is not None:
@@ -401,7 +500,7 @@ def _tally(counts: dict[tuple[bool, int], int], chosen) -> tuple[int, int]:
     return n, wins
 
 
-def unvisited_by_third_king(figures) -> Claim:
+def unvisited_by_third_king(figures: ClaimFigures) -> Claim:
     chance, chance_won = exact_unvisited_win(2)
     exact = chance_won / chance
     claim = Claim(
@@ -432,7 +531,7 @@ def unvisited_by_third_king(figures) -> Claim:
     return claim
 
 
-def no_win_without_king_bottom(figures) -> Claim:
+def no_win_without_king_bottom(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "no_win_without_king_bottom", ("003",),
         "\"There is no possible way to win the game if none of the bottommost cards in the twelve "
@@ -461,7 +560,7 @@ def no_win_without_king_bottom(figures) -> Claim:
     return claim
 
 
-def thirteen_losses_ordinary(figures) -> Claim:
+def thirteen_losses_ordinary(figures: ClaimFigures) -> Claim:
     exact = Fraction(12, 13) ** 13
     claim = Claim(
         "thirteen_losses_ordinary", ("001",),
@@ -474,7 +573,7 @@ def thirteen_losses_ordinary(figures) -> Claim:
         exact=odds.fraction_text(exact),
     )
     claim.detail.append(f"exact value (12/13)^13 = {float(exact):.6f}")
-    cell = primary(figures, "standard") or primary(figures, "play_out")
+    cell = standard_cell(figures)
     if cell is None:
         claim.needs = "a standard cell"
         claim.basis = "no standard cell in this sweep"
@@ -491,7 +590,7 @@ def thirteen_losses_ordinary(figures) -> Claim:
     return claim
 
 
-def foresight_no_agency(figures) -> Claim:
+def foresight_no_agency(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "foresight_no_agency", ("001",),
         "Face-up finales (the bottom card of each pile dealt face up) add \"foresight but no actual agency\".",
@@ -505,7 +604,7 @@ def foresight_no_agency(figures) -> Claim:
         informed = primary(figures, variant, "informed", "up", depth)
         if informed is None:
             continue
-        blind = [c for s in COUNT_STRATEGIES
+        blind = [c for s in rules.COUNT_STRATEGIES
                  if (c := next((x for x in figures.cells if x.variant == variant and x.strategy == s
                                 and x.finale == "down" and x.depth == depth and x.order == informed.order), None))]
         if not blind:
@@ -540,7 +639,7 @@ def foresight_no_agency(figures) -> Claim:
     return claim
 
 
-def deal_order_no_change(figures) -> Claim:
+def deal_order_no_change(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "deal_order_no_change", ("004",),
         "\"It does not matter how you deal them. Some people deal one card at a time around the clock, "
@@ -552,7 +651,7 @@ def deal_order_no_change(figures) -> Claim:
         exact="0/1",
     )
     pair = None
-    for variant in ("standard", "play_out"):
+    for variant in STANDARD_PLAY:
         a = next((c for c in figures.cells if c.variant == variant and c.order == "round-robin" and c.finale == "down"), None)
         b = next((c for c in figures.cells if c.variant == variant and c.order == "packets" and c.finale == "down"), None)
         if a and b:
@@ -588,7 +687,7 @@ def one_finale(cells: list) -> list:
     return [cell for cell in cells if cell.finale == first]
 
 
-def won_deal_52_flips(figures) -> Claim:
+def won_deal_52_flips(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "won_deal_52_flips", ("001",),
         "\"A won game is exactly 52 flips.\"",
@@ -616,7 +715,7 @@ def won_deal_52_flips(figures) -> Claim:
     return claim
 
 
-def play_out_deaths(figures) -> Claim:
+def play_out_deaths(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "play_out_deaths", ("000",),
         "Under Play it out, \"the first death is always in the centre but later ones can strand you anywhere\".",
@@ -666,6 +765,6 @@ CLAIMS = (
 CLAIM_IDS = tuple(function.__name__ for function in CLAIMS)
 
 
-def assess(figures) -> list[Claim]:
+def assess(figures: ClaimFigures) -> list[Claim]:
     """Every claim of SPEC section 7, measured on the report's figures."""
     return [function(figures) for function in CLAIMS]

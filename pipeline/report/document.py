@@ -1,7 +1,7 @@
 """`clocksweep report RESULTS`: a results directory read into tables, intervals, tests, claims and plots.
 
 Reading. Only shards the manifest lists, and whose files still verify (size, rows, schema,
-config hash, sha256: `storage.shard_problem`), are read; the rest are named in the report.
+config hash, sha256: `records.shard_problem`), are read; the rest are named in the report.
 Both record modes end in the same summary tables (`pipeline.summary`):
 
 - ``summary`` records are already counts: Polars scans each table's committed files lazily
@@ -50,17 +50,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline import __version__
 from pipeline.report import claims as claim_rules
 from pipeline.engine import odds, rules
 from pipeline.report import plots, stats
-from pipeline.store import storage
+from pipeline.store import files, layout, location, records, validate
 from pipeline.records import summary
 from pipeline.engine.rules import Cell
 
 REPORT_VERSION = "clocksweep-report/1"
 DEFAULT_REPLAY = 100_000
 Z_FLAG = 4.0
-PLAYABLE_EXCLUDED = ("oracle",)  # peeks at every card: an upper bound, not a way to play
 
 
 # Exact values are rationals computed by counting: compute each once per process.
@@ -80,7 +80,7 @@ class Loaded:
     """What the report read: the run record, the shards, the summed summary tables."""
 
     where: str
-    location: storage.Location
+    location: location.Location
     run: dict
     mode: str
     cells: list[Cell]
@@ -105,8 +105,8 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     standard cell, for the replay check.
     """
     try:
-        results = storage.open_results(where)
-    except storage.ResultsError as error:
+        results = validate.open_results(where)
+    except layout.ResultsError as error:
         raise ReportError(str(error)) from None
     location, run = results.location, results.run
     mode = run.get("record") or run["config"].get("record")
@@ -118,12 +118,12 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
         raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
     cells = run_cells(run)
     config_hash = run["config_hash"]
-    schemas = storage.expected_schemas(mode)
+    schemas = files.expected_schemas(mode)
     plan = results.plan
     committed = [results.entries[index] for index in sorted(results.entries)]
 
     def verified(entry: dict) -> str | None:
-        return storage.shard_problem(location, entry, plan[entry["index"]], config_hash, schemas)
+        return records.shard_problem(location, entry, plan[entry["index"]], config_hash, schemas)
 
     workers = workers or min(len(committed), os.cpu_count() or 1) or 1
     decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
@@ -161,7 +161,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
             tables = _summed_summary(location, entries)
         else:
             tables, head_won = _summed_deals(results_read)
-            tables.update(_summed_summary(location, entries, [storage.FACTS_TABLE]))
+            tables.update(_summed_summary(location, entries, [layout.FACTS_TABLE]))
     except (OSError, pl.exceptions.PolarsError) as error:
         # The files changed under the report (a run started over there, or a disk failed).
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -182,7 +182,7 @@ def _sum_frames(table: str, frame: pl.LazyFrame) -> pl.DataFrame:
             .sort(group, nulls_last=False).collect())
 
 
-def _summed_summary(location: storage.Location, entries: list[dict],
+def _summed_summary(location: location.Location, entries: list[dict],
                     names=tuple(summary.TABLES)) -> dict[str, pl.DataFrame]:
     """Summary tables ``names`` summed over the shards' files of them."""
     tables = {}
@@ -216,7 +216,7 @@ def _summed_deals(results):
 def _label_codes(column: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray]:
     """A label column of a row batch: (dictionary index per row, index in the rules' names
     per dictionary entry, then the names' count for null)."""
-    names = summary.LABELS[name]
+    names = rules.AXES[name]
     n = len(column)
     if column.null_count == n:
         return np.zeros(n, dtype=np.int8), np.array([len(names)])
@@ -274,7 +274,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
     shard = summary.ShardSummary(cells, first, last - first + 1)
     cell_lut = summary.label_code_lut(cells)
     for record in entry["files"]:
-        if record["table"] != storage.DEALS_TABLE:
+        if record["table"] != layout.DEALS_TABLE:
             continue
         with location.fs.open_input_file(location.full(record["path"])) as file:
             parquet = pq.ParquetFile(file)
@@ -302,8 +302,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
     heads = {}
     if head:
         for index, cell in enumerate(cells):
-            # play_out's restart-free deals are exactly the standard wins.
-            if cell.variant in ("standard", "play_out"):
+            if rules.wins_as_standard(cell.variant):
                 keep = min(head, shard.count)
                 if shard.present[index, :keep].all():
                     heads[cell] = (first, shard.won[index, :keep].copy())
@@ -496,7 +495,7 @@ class Figures:
         """Per variant x finale x order x depth: the best strategy a player can use, and its margin."""
         groups: dict[tuple, list[Cell]] = {}
         for cell in self.cells:
-            if cell.strategy and cell.strategy not in PLAYABLE_EXCLUDED:
+            if cell.strategy and cell.strategy not in rules.PEEKING_STRATEGIES:
                 groups.setdefault((cell.variant, cell.finale, cell.order, cell.depth), []).append(cell)
         out = []
         for (variant, finale, order, depth), cells in groups.items():
@@ -593,7 +592,7 @@ class Figures:
             cell = cell_of(row)
             n, wins, down = int(row["n"]), int(row["wins"] or 0), int(row["down_at_stop"])
             exact = None
-            if exact_win_of(cell) is not None and cell.strategy in odds.COUNT_STRATEGIES:
+            if exact_win_of(cell) is not None and cell.strategy in rules.COUNT_STRATEGIES:
                 exact = float(rescue_win_given_down(cell.strategy, down))
             out.append({"cell": cell.label, "down_at_stop": down, "n": n, "wins": wins,
                         "win_rate": wins / n, "ci_low": float(low), "ci_high": float(high),
@@ -612,7 +611,7 @@ class Figures:
                  .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum()))
         per_cell: dict[Cell, list[tuple[float, int, int]]] = {}
         for row in frame.iter_rows(named=True):
-            if row["strategy"] in PLAYABLE_EXCLUDED:
+            if row["strategy"] in rules.PEEKING_STRATEGIES:
                 continue  # oracle peeks, so the player's chance does not describe its picks
             per_cell.setdefault(cell_of(row), []).append(
                 (float(row["hint"]), int(row["n"]), int(row["wins"] or 0)))
@@ -651,7 +650,7 @@ def comparison_kind(a: Cell, b: Cell) -> str | None:
         return "finale"
     if sorted(differ) == ["finale", "strategy"] and "informed" in (a.strategy, b.strategy):
         informed, other = (a, b) if a.strategy == "informed" else (b, a)
-        if informed.finale == "up" and other.strategy in odds.COUNT_STRATEGIES:
+        if informed.finale == "up" and other.strategy in rules.COUNT_STRATEGIES:
             return "foresight"
     if a.order == b.order and a.finale == b.finale and {a.variant, b.variant} & {"standard"} \
             and (a.has_rescue or b.has_rescue):
@@ -743,12 +742,6 @@ class Report:
 
 
 def provenance(loaded: Loaded) -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        code = version("clocksweep")
-    except PackageNotFoundError:
-        code = "0+unknown"
     run = loaded.run
     ranges = []
     for entry in sorted(loaded.shards_read, key=lambda e: int(e["first"])):
@@ -786,7 +779,7 @@ def provenance(loaded: Loaded) -> dict:
         "shards_not_read": loaded.problems,
         "report_version": REPORT_VERSION,
         "summary_schema": summary.SUMMARY_SCHEMA_VERSION,
-        "report_code_version": code,
+        "report_code_version": __version__,
     }
 
 
@@ -825,7 +818,7 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
         # No deal facts in the records (no standard cell): replay the first deals instead.
         replayed, note = make_replay(loaded, replay)
         lap("replay")
-    directory = out or loaded.location.full(storage.REPORT_DIR)
+    directory = out or loaded.location.full(layout.REPORT_DIR)
     if not loaded.location.is_local and out is None:
         raise ReportError(f"{where}: the report is written locally; pass an output directory")
     figures = Figures(loaded, replayed, note)
@@ -981,7 +974,7 @@ def _plotted_rescues(cells: list[dict]) -> list[str]:
     for variant in rules.RESCUE_VARIANTS:
         for finale in rules.FINALES:
             chosen = [c["label"] for c in cells if c["variant"] == variant and c["finale"] == finale
-                      and c["strategy"] in odds.COUNT_STRATEGIES and c["depth"] in (None, "bottom")]
+                      and c["strategy"] in rules.COUNT_STRATEGIES and c["depth"] in (None, "bottom")]
             orders = [c["order"] for c in cells if c["label"] in chosen]
             if chosen:
                 first = "round-robin" if "round-robin" in orders else orders[0]

@@ -31,15 +31,13 @@ be resumed from another machine but never mixed with another sweep.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
-from itertools import product
 
 from pipeline.engine import rules
+from pipeline.records import identity
 from pipeline.engine.rules import Cell
 
 U64_LIMIT = 1 << 64
@@ -50,13 +48,7 @@ DEFAULT_SHARD_SIZE = 1_000_000
 DEFAULT_MAX_RETRIES = 3
 
 # The grid's axes: the rules' own tuples of names, and what an absent axis means.
-GRID_AXES = {
-    "variant": (rules.VARIANTS, ("standard",)),
-    "strategy": (rules.STRATEGIES, rules.STRATEGIES),
-    "finale": (rules.FINALES, ("down",)),
-    "order": (rules.ORDERS, ("round-robin",)),
-    "depth": (rules.DEPTHS, ("bottom",)),
-}
+GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_DEFAULTS.items()}
 # Every name on every axis: the grid of every cell the rules know.
 FULL_GRID = {axis: list(names) for axis, (names, _) in GRID_AXES.items()}
 
@@ -150,44 +142,13 @@ class SweepConfig:
 
     def identity(self) -> dict:
         """What decides the results, and nothing else: the content the config hash covers."""
-        from pipeline.engine import deals
-
-        return {
-            "seed": self.seed,
-            "first": self.first,
-            "deals": self.deals,
-            "shard_size": self.shard_size,
-            "record": self.record,
-            "cells": [cell_record(cell) for cell in self.cells],
-            "deal_scheme": deals.SCHEME_VERSION,
-            "result_schema": result_schema_version(self.record),
-        }
+        return identity.sweep_identity(seed=self.seed, first=self.first, deals_count=self.deals,
+                                       shard_size=self.shard_size, record=self.record,
+                                       cells=self.cells)
 
     @property
     def hash(self) -> str:
-        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def result_schema_version(record: str) -> str:
-    """The version of what a record mode writes: the per-deal schema, or the summary tables."""
-    if record == "deals":
-        from pipeline.records import schema
-
-        return schema.RESULT_SCHEMA_VERSION
-    from pipeline.records import summary
-
-    return getattr(summary, "SUMMARY_SCHEMA_VERSION", "clocksweep-summary/unversioned")
-
-
-def cell_record(cell: Cell) -> dict:
-    return {
-        "variant": cell.variant,
-        "strategy": cell.strategy,
-        "finale": cell.finale,
-        "order": cell.order,
-        "depth": cell.depth,
-    }
+        return identity.identity_hash(self.identity())
 
 
 # --- Loading ------------------------------------------------------------------------------
@@ -252,10 +213,8 @@ def parse_int(key: str, text: str, allowed: str) -> int:
     raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
 
 
-def from_dict(raw: dict, source: str = "", check_output: bool = True) -> SweepConfig:
-    """Check a raw config (as TOML reads it) and resolve it. ``check_output``: whether
-    ``output`` must be a directory this process could write (not when a recorded config is
-    read back, on a machine that may not even see that path)."""
+def from_dict(raw: dict, source: str = "") -> SweepConfig:
+    """Check a raw config (as TOML reads it) and resolve it."""
     for key, value in raw.items():
         if key not in TABLE_KEYS:
             kind_of(key)  # unknown keys fail here
@@ -282,9 +241,7 @@ def from_dict(raw: dict, source: str = "", check_output: bool = True) -> SweepCo
     record = checked_str(raw, "record", default="deals")
     if record not in RECORD_MODES:
         raise ConfigError(f"record: {record!r} is not known; allowed: {', '.join(RECORD_MODES)}")
-    output = checked_str(raw, "output", default=f"results/{name}")
-    if check_output:
-        output = checked_output(output)
+    output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
 
     grid_raw = raw.get("grid", {})
     grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES}
@@ -385,25 +342,11 @@ def checked_output(output: str) -> str:
 
 
 def expand(grid: dict[str, tuple[str, ...]]) -> tuple[Cell, ...]:
-    """Every meaningful cell of the grid, in the rules' order; ConfigError if there is none.
-
-    Strategies apply to rescue variants only, depths to `exchange` only; other combinations
-    (such as `informed` with face-down finales) are left out, since the rules forbid them.
-    """
-    cells = []
-    refusals = []
-    for order, finale, variant in product(grid["order"], grid["finale"], grid["variant"]):
-        strategies = grid["strategy"] if variant in rules.RESCUE_VARIANTS else (None,)
-        depths = grid["depth"] if variant == "exchange" else (None,)
-        for strategy, depth in product(strategies, depths):
-            try:
-                cells.append(Cell(variant, strategy, finale, order, depth))
-            except rules.RuleError as refusal:
-                refusals.append(str(refusal))
-    if not cells:
-        why = f": {refusals[0]}" if refusals else ""
-        raise ConfigError(f"grid: expands to no cell that the rules allow{why}")
-    return tuple(cells)
+    """Every cell of the grid the rules allow (`rules.expand`); ConfigError if there is none."""
+    try:
+        return tuple(rules.expand(grid))
+    except rules.RuleError as error:
+        raise ConfigError(str(error)) from None
 
 
 def toml_type(value) -> str:

@@ -26,12 +26,17 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from pipeline import ERROR_PREFIX
-from pipeline.sweep import config as sweep_config
-from pipeline.store import storage
+from pipeline import ERROR_PREFIX, __version__
+from pipeline.records import identity
+from pipeline.store import layout, records, validate
+from pipeline.store.plan import ShardPlan, plan_shards
+from pipeline.store.files import ShardFileWriter, expected_schemas, file_metadata
+from pipeline.store.location import is_disk_full
 from pipeline.sweep.config import ConfigError, SweepConfig
 from pipeline.engine.rules import Cell
-from pipeline.store.storage import DEALS_TABLE, FACTS_TABLE, MANIFEST_FILE, RUN_FILE, Location, Shard
+from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, MANIFEST_FILE, RUN_FILE
+from pipeline.store.location import Location
+from pipeline.store.plan import Shard
 
 # A task plays at most this many rows (deals x cells) at once. Per-deal records: half a
 # million rows (5 MB of kernel results, ~20 MB with their table), which the allocator reuses
@@ -58,20 +63,11 @@ TEST_PAUSE_ENV = "CLOCKSWEEP_TEST_PAUSE"
 TEST_FAIL_ENV = "CLOCKSWEEP_TEST_FAIL_SHARD"
 
 
-def code_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("clocksweep")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 # --- The plan -----------------------------------------------------------------------------
 
 
-def plan(config: SweepConfig) -> storage.ShardPlan:
-    return storage.plan_shards(config.first, config.deals, config.shard_size)
+def plan(config: SweepConfig) -> ShardPlan:
+    return plan_shards(config.first, config.deals, config.shard_size)
 
 
 def describe_plan(config: SweepConfig) -> str:
@@ -143,7 +139,7 @@ def write_shard(job: ShardJob) -> dict:
     from pipeline.engine import kernel
 
     shard, cells = job.shard, list(job.cells)
-    metadata = storage.file_metadata(
+    metadata = file_metadata(
         {**job.provenance, "shard": {"index": shard.index, "first": shard.first, "last": shard.last}}
     )
     from pipeline.records import summary
@@ -154,7 +150,7 @@ def write_shard(job: ShardJob) -> dict:
         multiple = summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
     else:
         facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
-    writers: dict[str, storage.ShardFileWriter] = {}
+    writers: dict[str, ShardFileWriter] = {}
     parts = []
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
     try:
@@ -170,7 +166,7 @@ def write_shard(job: ShardJob) -> dict:
             else:
                 facts.add_results(results)
                 if DEALS_TABLE not in writers:
-                    writers[DEALS_TABLE] = storage.ShardFileWriter(
+                    writers[DEALS_TABLE] = ShardFileWriter(
                         job.location, shard.path(DEALS_TABLE), DEALS_TABLE
                     )
                 writers[DEALS_TABLE].write_deals(job.seed, first, results, cells, metadata)
@@ -181,7 +177,7 @@ def write_shard(job: ShardJob) -> dict:
         tables = summary.combine(parts) if facts is None else {FACTS_TABLE: facts.table()}
         for name, table in tables.items():
             table = table.replace_schema_metadata(metadata)
-            writers[name] = storage.ShardFileWriter(job.location, shard.path(name), name)
+            writers[name] = ShardFileWriter(job.location, shard.path(name), name)
             writers[name].write(table)
         files = [writer.commit() for writer in writers.values()]
     except BaseException:
@@ -447,7 +443,7 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     """Run (or resume) a sweep into its results directory; gives what happened.
 
     User errors (another config's results in the directory, a directory that is not ours, a
-    Ray address that does not answer) raise ConfigError or storage.ResultsError before
+    Ray address that does not answer) raise ConfigError or layout.ResultsError before
     anything is written.
     """
     stream = stream or sys.stderr
@@ -465,7 +461,7 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         try:
             with waiting:
                 previous, listed = read_previous(location, config, fresh)
-                manifest = storage.Manifest(location, config.hash)
+                manifest = records.Manifest(location, config.hash)
                 notes: list[tuple[int | None, str]] = []
                 if listed is not None and not fresh:
                     if listed["config_hash"] != config.hash:
@@ -473,14 +469,14 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
                                             f"{listed['config_hash'][:12]}), so every shard is redone"))
                     else:
                         notes = manifest.load_verified(listed["shards"], shards, len(config.cells),
-                                                       storage.expected_schemas(config.record))
-                found = storage.survey(location, set() if fresh else manifest.committed_paths())
+                                                       expected_schemas(config.record))
+                found = validate.survey(location, set() if fresh else manifest.committed_paths())
         except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
-            raise storage.ResultsError(f"output: {config.output}: cannot be read "
+            raise layout.ResultsError(f"output: {config.output}: cannot be read "
                                        f"({(str(error).strip().splitlines() or [''])[0]})") from None
         if found.blocking:
             path, what = found.blocking[0]
-            raise storage.ResultsError(f"output: {config.output}: {path} is {what.removeprefix('a ')} "
+            raise layout.ResultsError(f"output: {config.output}: {path} is {what.removeprefix('a ')} "
                                        "where clocksweep writes its shard files; move it away")
         todo = shards.count - len(manifest.entries)
         outcome.skipped = len(manifest.entries)
@@ -499,7 +495,7 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
             progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
         if fresh and previous is not None:
             # The report goes with the results it described.
-            for name in (MANIFEST_FILE, storage.REPORT_DIR):
+            for name in (MANIFEST_FILE, layout.REPORT_DIR):
                 location.delete(name)
         for path in found.removable:
             location.delete(path)
@@ -560,7 +556,7 @@ def remove_partial_files(location: Location) -> None:
     """Files of attempts that did not end in a commit (a worker that died, a task cancelled
     when the run stopped, a manifest that could not be written): readers never see them, but
     validate names them."""
-    for path in storage.survey(location, set()).partial:
+    for path in validate.survey(location, set()).partial:
         try:
             location.delete(path)
         except OSError:
@@ -577,31 +573,31 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple
     def readable(read, name: str):
         try:
             return read(location)
-        except storage.ResultsError as error:
+        except layout.ResultsError as error:
             ours = location.kind(name) == "file"  # not a directory or link, which is not ours
             if fresh and ours:
                 return {}
             advice = "; use --fresh to start over there" if ours else ""
-            raise storage.ResultsError(
+            raise layout.ResultsError(
                 f"output: {where}: {str(error).removeprefix(location.where + ': ')}{advice}"
             ) from None
 
-    previous = readable(storage.read_run, RUN_FILE)
-    listed = readable(storage.read_manifest, MANIFEST_FILE) or None
+    previous = readable(records.read_run, RUN_FILE)
+    listed = readable(records.read_manifest, MANIFEST_FILE) or None
     if previous is None:
         if location.exists() and location.entries():
-            raise storage.ResultsError(
+            raise layout.ResultsError(
                 f"output: {where} exists, is not empty and is not a clocksweep results "
                 f"directory (no {RUN_FILE}); choose a new or empty directory"
             )
         return None, listed
     if previous == {}:
         return previous, listed
-    version = storage.version_problem(previous)
+    version = records.version_problem(previous)
     if version and not fresh:
-        raise storage.ResultsError(f"output: {where}: {version}")
+        raise layout.ResultsError(f"output: {where}: {version}")
     if previous.get("config_hash") != config.hash and not fresh:
-        raise storage.ResultsError(
+        raise layout.ResultsError(
             f"output: {where} holds results of another config (hash "
             f"{str(previous.get('config_hash'))[:12]}, this one {config.hash[:12]}); "
             "use --fresh to replace them, or choose another output"
@@ -612,7 +608,7 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple
 def provenance(config: SweepConfig) -> dict:
     """What every shard file carries in its Parquet metadata (no host, no time: see storage)."""
     return {
-        "clocksweep": code_version(),
+        "clocksweep": __version__,
         "name": config.name,
         "config_hash": config.hash,
         "sweep": config.identity(),
@@ -622,14 +618,14 @@ def provenance(config: SweepConfig) -> dict:
 def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict | None,
                      todo: int, skipped: int) -> dict:
     record = {
-        "clocksweep": code_version(),
+        "clocksweep": __version__,
         "config_hash": config.hash,
         "config": config.resolved(),
         "config_source": config.source,
         "deal_scheme": config.identity()["deal_scheme"],
         "result_schema": config.identity()["result_schema"],
         "record": config.record,
-        "cells": [{**sweep_config.cell_record(cell), "label": cell.label} for cell in config.cells],
+        "cells": [{**identity.cell_record(cell), "label": cell.label} for cell in config.cells],
         "shards": {"count": config.n_shards, "size": config.shard_size,
                    "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet"},
         "runs": list((previous or {}).get("runs", [])),
@@ -639,7 +635,7 @@ def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict |
         "finished": None,
         "status": "running",
         "host": os.uname().nodename,
-        "clocksweep": code_version(),
+        "clocksweep": __version__,
         "shards_to_play": todo,
         "shards_already_committed": skipped,
         "ray": cluster,
@@ -647,10 +643,10 @@ def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict |
     return record
 
 
-def play_all(config: SweepConfig, location: Location, shards: storage.ShardPlan,
-             manifest: storage.Manifest, progress: Progress, outcome: Outcome) -> None:
+def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
+             manifest: records.Manifest, progress: Progress, outcome: Outcome) -> None:
     """Keep tasks in flight until every shard is committed or out of attempts. A full disk
-    stops the run (storage.ResultsError): every attempt would fail the same way."""
+    stops the run (layout.ResultsError): every attempt would fail the same way."""
     import ray
 
     task = ray.remote(num_cpus=1, max_retries=0)(play_shard)
@@ -694,8 +690,8 @@ def play_all(config: SweepConfig, location: Location, shards: storage.ShardPlan,
                     entry = ray.get(ref)
                 except Exception as error:  # a task's failure is reported, then retried
                     cause = getattr(error, "cause", None)
-                    if storage.is_disk_full(cause if isinstance(cause, BaseException) else error):
-                        raise storage.ResultsError(
+                    if is_disk_full(cause if isinstance(cause, BaseException) else error):
+                        raise layout.ResultsError(
                             f"output: {config.output}: the disk is full (No space left on device) "
                             f"while shard {shard.index} was written; the {len(manifest.entries)} "
                             "shard(s) committed are kept: free space and rerun the same command"
@@ -716,7 +712,7 @@ def play_all(config: SweepConfig, location: Location, shards: storage.ShardPlan,
                 manifest.commit(entry)
                 if not report_removed:
                     # The results now differ from what a report of them said: remove it.
-                    location.delete(storage.REPORT_DIR)
+                    location.delete(layout.REPORT_DIR)
                     report_removed = True
                 outcome.played += 1
                 outcome.played_deals += shard.count

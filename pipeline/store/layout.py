@@ -1,0 +1,56 @@
+"""Where things live in a results directory (a local path or any `pyarrow.fs` URI), and the
+error of a directory that is not one this run may use.
+
+- ``run.json``: the resolved config and its hash, the code, deal-scheme and result-schema
+  versions, the cells, the shard plan, and one record per run (the Ray cluster it ran on).
+- ``manifest.json``: the committed shards, each with its deal range, cells, rows, attempts
+  and its files (path, rows, bytes, sha256). Only the driver writes it, after a task reports
+  success; readers use only the files it lists.
+- ``report/``: what `clocksweep report` wrote; a run removes it when it commits a shard, or
+  starts over (``--fresh``), since it no longer describes the results.
+- ``shards/``: one file per shard and table,
+  ``shards/<table>/shard-000012_deals-120000-129999.parquet``, so that each directory holds
+  one schema and any Parquet reader can scan it whole. Record mode ``deals`` writes the
+  per-deal rows (``shards/deals/``) and the deal facts counted (``shards/facts/``, the
+  summary table of that name); ``summary`` writes the six summary tables.
+- ``shards/.partial/``: files being written, or written and not yet committed (local paths).
+
+Clean-up is conservative: a run deletes only what it owns (files of its own naming in its own
+directories, reached without following a link, and not listed in the manifest); anything else
+it finds is named and left alone (`validate.survey`).
+"""
+
+from __future__ import annotations
+
+import re
+
+RUN_FILE = "run.json"
+MANIFEST_FILE = "manifest.json"
+LOCK_FILE = ".lock"
+SHARDS_DIR = "shards"
+PARTIAL_DIR = f"{SHARDS_DIR}/.partial"  # files being written, or written and not yet committed
+REPORT_DIR = "report"
+DEALS_TABLE = "deals"
+FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts
+METADATA_KEY = "clocksweep"
+TEMP_SUFFIX = ".tmp"
+# A committed shard file's name (see Shard.stem), and a temporary file of run.json or the
+# manifest left by a process that died while writing it.
+SHARD_FILE_NAME = re.compile(r"shard-(\d{6,})_deals-(\d+)-(\d+)\.parquet")
+STALE_TEMP_NAME = re.compile(rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+{re.escape(TEMP_SUFFIX)}")
+
+
+
+class ResultsError(ValueError):
+    """A path that is not a results directory, or one this run may not write into."""
+
+
+def table_names() -> tuple[str, ...]:
+    """Every table a shard can have a directory of, in either record mode."""
+    from pipeline.records import summary
+
+    return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.SCHEMAS]))
+
+
+def article(kind: str) -> str:
+    return {"directory": "a directory", "link": "a symbolic link"}.get(kind, "not a regular file")

@@ -1,0 +1,227 @@
+"""A results directory on some filesystem: reading and writing whole, deleting what is ours
+(never through a link), and the lock that holds it for one driver."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from pipeline.store.layout import LOCK_FILE, PARTIAL_DIR, TEMP_SUFFIX, ResultsError
+
+
+class Location:
+    """A results directory on some filesystem: a local path or a `pyarrow.fs` URI."""
+
+    def __init__(self, where: str, filesystem: pafs.FileSystem | None = None):
+        self.where = where
+        if filesystem is not None:  # a filesystem object given directly (tests: a mock store)
+            self.fs, self.root = filesystem, where
+        elif "://" in where:
+            try:
+                self.fs, self.root = pafs.FileSystem.from_uri(where)
+            except (pa.ArrowException, OSError, ValueError) as error:
+                raise ResultsError(f"{where}: cannot open: {error}") from None
+        else:
+            self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(where)
+        self.root = self.root.rstrip("/") or "/"
+        self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
+
+    def __reduce__(self):
+        # Travels to Ray workers as an address, not a filesystem object; a local path as the
+        # absolute path resolved here, since a worker's working directory may differ.
+        return (Location, (self.root if self.is_local else self.where,))
+
+    def full(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+    def uri(self, relative: str) -> str:
+        """A path or URI that any reader (Polars, DuckDB) can open."""
+        if self.is_local:
+            return self.full(relative)
+        scheme = self.where.split("://", 1)[0]
+        return f"{scheme}://{self.full(relative)}"
+
+    def info(self, relative: str) -> pafs.FileInfo:
+        return self.fs.get_file_info(self.full(relative))
+
+    def exists(self, relative: str = "") -> bool:
+        path = self.full(relative) if relative else self.root
+        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def files(self, relative: str) -> list[pafs.FileInfo]:
+        """Every file under a directory, recursively (none if it does not exist)."""
+        selector = pafs.FileSelector(self.full(relative), recursive=True, allow_not_found=True)
+        return [info for info in self.fs.get_file_info(selector) if info.is_file]
+
+    def entries(self) -> list[str]:
+        """Names directly in the results directory (the run lock aside)."""
+        selector = pafs.FileSelector(self.root, allow_not_found=True)
+        return [info.base_name for info in self.fs.get_file_info(selector)
+                if info.base_name != LOCK_FILE]
+
+    def lock(self) -> "Lock | None":
+        """Hold this directory for one driver (local paths; the OS releases it if we die).
+
+        Taken before anything in the directory is read, so that what is read stays true while
+        the lock is held. Gives the `Lock`, to keep; ResultsError if another run holds it.
+        Object stores have no such lock: one driver per output there is the user's affair.
+        """
+        if not self.is_local:
+            return None
+        import fcntl
+
+        made_directory = not os.path.exists(self.root)
+        made_file = made_directory or not os.path.lexists(self.full(LOCK_FILE))
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            handle = open(self.full(LOCK_FILE), "a+")
+        except OSError as error:
+            raise ResultsError(f"output: {self.where}: cannot write there "
+                               f"({error.strerror or error})") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise ResultsError(f"output: {self.where} is in use by another clocksweep run "
+                               f"(pid {holder}); wait for it, or choose another output") from None
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+        except OSError as error:  # a full disk
+            handle.close()
+            raise ResultsError(f"output: {self.where}: cannot write there "
+                               f"({error.strerror or error})") from None
+        return Lock(self, handle, made_directory, made_file)
+
+    def relative(self, full: str) -> str:
+        return full[len(self.root) + 1 :]
+
+    def read_json(self, relative: str):
+        """The JSON at ``relative``, or None if there is no such file."""
+        if not self.exists(relative):
+            return None
+        with self.fs.open_input_stream(self.full(relative)) as stream:
+            return json.loads(stream.read())
+
+    def write_json(self, relative: str, value) -> None:
+        """Replace a JSON file atomically: a temporary file renamed over it (locally).
+        ResultsError, in one line, if it cannot be written (a full disk); the temporary file
+        is removed."""
+        data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
+        try:
+            if self.is_local:
+                self._write_local(self.full(relative), data)
+            else:  # an object store's PUT is atomic: the key appears whole or not at all
+                with self.fs.open_output_stream(self.full(relative)) as stream:
+                    stream.write(data)
+        except OSError as error:
+            raise ResultsError(f"output: {self.where}: cannot write {relative}: "
+                               f"{os_error_text(error)}") from None
+
+    @staticmethod
+    def _write_local(final: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        temp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}{TEMP_SUFFIX}"
+        try:
+            with open(temp, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp, final)
+        except BaseException:
+            try:
+                os.remove(temp)
+            except OSError:
+                pass
+            raise
+
+    def delete(self, relative: str) -> None:
+        """Remove a file or directory tree of ours. Locally a symbolic link is removed, never
+        followed (nor is any link inside the tree)."""
+        if self.is_local:
+            path = self.full(relative)
+            if os.path.islink(path) or os.path.isfile(path):
+                os.remove(path)
+            elif os.path.isdir(path):
+                shutil.rmtree(path)
+            return
+        info = self.info(relative)
+        if info.type == pafs.FileType.Directory:
+            self.fs.delete_dir(info.path)
+        elif info.type == pafs.FileType.File:
+            self.fs.delete_file(info.path)
+
+    def prune_partial(self) -> None:
+        """Remove PARTIAL_DIR's directories once they hold nothing (locally)."""
+        if not self.is_local or self.kind(PARTIAL_DIR) != "directory":
+            return
+        for folder, _, _ in sorted(os.walk(self.full(PARTIAL_DIR)), reverse=True):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+
+    def kind(self, relative: str) -> str:
+        """'missing', 'file', 'directory', or (locally) 'link' or 'other', of a path not
+        followed if it is a link."""
+        if not self.is_local:
+            found = self.info(relative).type
+            return {pafs.FileType.File: "file", pafs.FileType.Directory: "directory"}.get(
+                found, "missing")
+        try:
+            mode = os.lstat(self.full(relative)).st_mode
+        except FileNotFoundError:
+            return "missing"
+        if stat.S_ISLNK(mode):
+            return "link"
+        return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
+
+    def sha256(self, relative: str) -> str:
+        digest = hashlib.sha256()
+        with self.fs.open_input_stream(self.full(relative)) as stream:
+            while chunk := stream.read(8 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+
+class Lock:
+    """A results directory held for one driver (see `Location.lock`)."""
+
+    def __init__(self, location: Location, handle, made_directory: bool, made_file: bool):
+        self.location, self.handle = location, handle
+        self.made_directory, self.made_file = made_directory, made_file
+
+    def release(self, refused: bool = False) -> None:
+        """Let the directory go. ``refused``: the run wrote nothing, so what taking the lock
+        created (the lock file, the directory) is removed too."""
+        try:
+            self.handle.seek(0)
+            self.handle.truncate()  # no pid of a run that has ended
+            if refused and self.made_file:
+                os.remove(self.location.full(LOCK_FILE))
+                if self.made_directory:
+                    os.rmdir(self.location.root)
+        except OSError:
+            pass
+        self.handle.close()
+
+
+def os_error_text(error: OSError) -> str:
+    if error.errno == errno.ENOSPC:
+        return "the disk is full (No space left on device)"
+    return error.strerror or (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def is_disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -1,0 +1,300 @@
+"""The manifest and run records: their shapes checked in one place (what is wrong named in one
+line), the entries of a manifest checked against the plan, and the driver's `Manifest`."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from pipeline.engine import rules
+from pipeline.store.files import file_problem
+from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, ResultsError, article
+from pipeline.store.location import Location, os_error_text
+from pipeline.store.plan import Shard, ShardPlan, plan_shards
+
+
+def _is_count(value, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def entry_shape_problem(entry) -> str | None:
+    """What keeps one manifest entry from being read as one, or None."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for key in ("index", "first", "last", "deals", "cells", "rows"):
+        if not _is_count(entry.get(key)):
+            return f"its {key} is {entry.get(key)!r}, not a count"
+    if entry["last"] < entry["first"]:
+        return "its range ends before it starts"
+    files = entry.get("files")
+    if not isinstance(files, list) or not files:
+        return "it lists no files"
+    for record in files:
+        if not (isinstance(record, dict)
+                and all(isinstance(record.get(key), str) for key in ("table", "path", "sha256"))
+                and _is_count(record.get("rows")) and _is_count(record.get("bytes"))):
+            return "one of its files is malformed"
+    return None
+
+
+def entry_problem(entry: dict, shard: Shard, n_cells: int, tables) -> str | None:
+    """What is wrong with a well-formed manifest entry for ``shard`` of the plan: its range,
+    deals, cells and rows as the plan makes them, and each of ``tables`` once, at the shard's
+    own path (a file of another shard, or one listed twice, would be read as this one's)."""
+    if (entry["first"], entry["last"]) != (shard.first, shard.last):
+        return (f"{shard.stem}: manifest range {entry['first']}-{entry['last']} is not the "
+                f"plan's {shard.first}-{shard.last}")
+    if entry["deals"] != shard.count or entry["cells"] != n_cells:
+        return (f"{shard.stem}: the manifest says {entry['deals']} deals x {entry['cells']} "
+                f"cells, the plan {shard.count} x {n_cells}")
+    listed = [record["table"] for record in entry["files"]]
+    for table in sorted(set(tables) | set(listed)):
+        if table not in tables:
+            return f"{shard.stem}: a file of table {table}, which this record mode does not write"
+        if listed.count(table) == 0:
+            return f"{shard.stem}: no file of table {table} in the manifest"
+        if listed.count(table) > 1:
+            return f"{shard.stem}: {listed.count(table)} files of table {table} in the manifest"
+    for record in entry["files"]:
+        if record["path"] != shard.path(record["table"]):
+            return f"{shard.stem}: its {record['table']} file is listed as {record['path']}"
+    rows = sum(record["rows"] for record in entry["files"] if record["table"] == DEALS_TABLE)
+    if entry["rows"] != rows or (DEALS_TABLE in tables and rows != shard.count * n_cells):
+        return (f"{shard.stem}: the manifest says {entry['rows']} rows in {rows} of its files, "
+                f"expected {shard.count * n_cells} ({shard.count} deals x {n_cells} cells)"
+                if DEALS_TABLE in tables else
+                f"{shard.stem}: the manifest says {entry['rows']} per-deal rows, expected 0")
+    return None
+
+
+def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
+                    tables) -> tuple[dict[int, dict], list[tuple[int | None, str]]]:
+    """The manifest entries that describe a shard of ``plan`` as it is planned, once each,
+    by index; and (index or None, problem) for the rest. A shard listed twice is kept once if
+    its entries are identical (and named either way). Its files are not opened here."""
+    entries: dict[int, dict] = {}
+    problems: list[tuple[int | None, str]] = []
+    seen: dict[int, list[dict]] = {}
+    for entry in listed:
+        shape = entry_shape_problem(entry)
+        index = entry.get("index") if isinstance(entry, dict) else None
+        index = index if _is_count(index) else None
+        if shape:
+            problems.append((index if index in plan else None,
+                             f"{MANIFEST_FILE}: shard entry {index if index is not None else entry!r} "
+                             f"is malformed ({shape})"))
+            continue
+        if index not in plan:
+            problems.append((None, f"{MANIFEST_FILE}: shard {index} is not in the plan of "
+                                   f"{plan.count} shards"))
+            continue
+        seen.setdefault(index, []).append(entry)
+    malformed = {index for index, _ in problems if index is not None}
+    for index, copies in seen.items():
+        shard = plan[index]
+        if len(copies) > 1:
+            same = all(copy == copies[0] for copy in copies)
+            times = "twice" if len(copies) == 2 else f"{len(copies)} times"
+            problems.append((index, f"{shard.stem}: listed {times} in {MANIFEST_FILE}"
+                                    + (" (identically; read once)" if same else
+                                       ", with different files")))
+            if not same:
+                continue
+        if index in malformed:
+            continue
+        problem = entry_problem(copies[0], shard, n_cells, tables)
+        if problem:
+            problems.append((index, problem))
+        else:
+            entries[index] = copies[0]
+    return entries, problems
+
+
+def shard_problem(location: Location, entry: dict, shard: Shard, config_hash: str,
+                  schemas: dict[str, pa.Schema]) -> str | None:
+    """The first problem of any file of a checked manifest entry (see `checked_entries`)."""
+    for record in entry["files"]:
+        problem = file_problem(location, record, config_hash, schemas.get(record["table"]), shard)
+        if problem:
+            return problem
+    return None
+
+
+def version_problem(run: dict) -> str | None:
+    """Results written in another version of their record schema than this clocksweep reads."""
+    from pipeline.records.identity import result_schema_version
+
+    mode = run.get("record") or run.get("config", {}).get("record")
+    written, read = run.get("result_schema"), result_schema_version(mode)
+    if written == read:
+        return None
+    return (f"{RUN_FILE}: the results are in record schema {written}, this clocksweep reads "
+            f"{read}; rerun the config with --fresh to write them again")
+
+
+def run_record_problem(run) -> str | None:
+    """What keeps a run.json's content from being read as a run record (the fields that
+    `validate`, the report and a resumed run rely on), or None."""
+    if not isinstance(run, dict):
+        return f"it holds a JSON {type(run).__name__}, not an object"
+    config = run.get("config")
+    if not isinstance(config, dict):
+        return "it has no config"
+    for key, least in (("first", 0), ("deals", 1), ("shard_size", 1)):
+        if not _is_count(config.get(key), least):
+            return f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
+    if not isinstance(run.get("cells"), list) or not all(isinstance(c, dict) for c in run["cells"]):
+        return "it has no list of cells"
+    if not isinstance(run.get("config_hash"), str):
+        return "it has no config_hash"
+    runs = run.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(record, dict) for record in runs):
+        return f"runs is {runs!r}, not a list of run records"
+    shards = run.get("shards", {"count": 1, "size": 1})
+    if not isinstance(shards, dict) or not all(_is_count(shards.get(k), 1) for k in ("count", "size")):
+        return f"shards is {shards!r}, not an object with a count and a size"
+    return None
+
+
+def run_record_mismatch(run: dict) -> str | None:
+    """Where a well-formed run record disagrees with itself: its config must give its
+    config_hash, its cells, its shard plan and the deal scheme it names (an edited run.json
+    would otherwise be read as the sweep it no longer describes)."""
+    from pipeline.records import identity
+
+    config = run["config"]
+    try:
+        cells = rules.expand({axis: tuple(config["grid"][axis]) for axis in rules.AXES})
+        recorded = identity.sweep_identity(
+            seed=config["seed"], first=config["first"], deals_count=config["deals"],
+            shard_size=config["shard_size"], record=config["record"], cells=cells)
+    except (KeyError, TypeError, rules.RuleError) as error:
+        return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
+    cells_listed = [{key: value for key, value in cell.items() if key != "label"}
+                    for cell in run["cells"]]
+    checks = [
+        ("config_hash", run["config_hash"], identity.identity_hash(recorded)),
+        ("deal_scheme", run.get("deal_scheme"), recorded["deal_scheme"]),
+        ("record", run.get("record", config["record"]), config["record"]),
+        ("cells", cells_listed, recorded["cells"]),
+    ]
+    if "shards" in run:
+        planned = plan_shards(config["first"], config["deals"], config["shard_size"])
+        checks.append(("shards", [run["shards"]["count"], run["shards"]["size"]],
+                       [planned.count, config["shard_size"]]))
+    for name, found, expected in checks:
+        if found != expected:
+            return (f"{RUN_FILE}: its {name} is not what its config gives "
+                    "(edited, or written by another clocksweep)")
+    return None
+
+
+def _read_record(location: Location, name: str, what: str):
+    """The JSON in ``name`` (None if there is none); ResultsError if it is not a file of JSON."""
+    kind = location.kind(name)
+    if kind == "missing":
+        return None
+    if kind != "file":
+        raise ResultsError(f"{location.where}: {name} is {article(kind)}, not {what}; it is "
+                           "not clocksweep's to remove: move it away")
+    try:
+        return location.read_json(name)
+    except (ValueError, UnicodeDecodeError):
+        raise ResultsError(f"{location.where}: {name} is not valid JSON") from None
+    except OSError as error:
+        raise ResultsError(f"{location.where}: {name} cannot be read "
+                           f"({os_error_text(error)})") from None
+
+
+def read_run(location: Location) -> dict | None:
+    """run.json, checked as a run record; None if there is none; ResultsError naming the
+    problem if it is not one."""
+    run = _read_record(location, RUN_FILE, "a run record")
+    problem = None if run is None else run_record_problem(run)
+    if problem:
+        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: {problem}")
+    return run
+
+
+def read_manifest(location: Location) -> dict | None:
+    """manifest.json, checked as a manifest (its entries one by one are `checked_entries`'
+    affair); None if there is none; ResultsError naming the problem if it is not one."""
+    manifest = _read_record(location, MANIFEST_FILE, "a manifest")
+    if manifest is not None and not (isinstance(manifest, dict)
+                                     and isinstance(manifest.get("shards"), list)
+                                     and isinstance(manifest.get("config_hash"), str)):
+        raise ResultsError(f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest "
+                           "(an object with a config_hash and a list of shards)")
+    return manifest
+
+
+class Manifest:
+    """The committed shards of a sweep, by index; written by the driver, atomically.
+
+    A shard is committed when the manifest that lists it is written; its local files are
+    renamed into place from PARTIAL_DIR just before (and back, if that write fails), so that
+    a table's directory holds committed files only but for the moment between the two.
+    """
+
+    def __init__(self, location: Location, config_hash: str):
+        self.location, self.config_hash = location, config_hash
+        self.entries: dict[int, dict] = {}
+        self.staged: list[tuple[str, str]] = []  # (staged, final) of entries not yet written
+        self.dirty = True
+        self.last_write = 0.0
+
+    def load_verified(self, listed: list, plan: ShardPlan, n_cells: int,
+                      schemas: dict) -> list[tuple[int | None, str]]:
+        """Keep the entries of ``listed`` (a manifest's shards) whose files still verify:
+        (index or None, problem) for the rest, and for what was listed wrongly."""
+        entries, problems = checked_entries(listed, plan, n_cells, schemas)
+        for index, entry in sorted(entries.items()):
+            problem = shard_problem(self.location, entry, plan[index], self.config_hash, schemas)
+            if problem:
+                problems.append((index, problem))
+            else:
+                self.entries[index] = entry
+        return problems
+
+    def commit(self, entry: dict) -> None:
+        for record in entry["files"]:
+            staged = record.pop("staged", None)
+            if staged is not None:
+                self.staged.append((staged, record["path"]))
+        self.entries[entry["index"]] = entry
+        self.dirty = True
+
+    def as_dict(self) -> dict:
+        return {
+            "config_hash": self.config_hash,
+            "shards": [self.entries[index] for index in sorted(self.entries)],
+        }
+
+    def committed_paths(self) -> set[str]:
+        return {record["path"] for entry in self.entries.values() for record in entry["files"]}
+
+    def flush(self, at_most_every: float = 0.0) -> None:
+        """Put staged files in place and write the manifest, if it changed and not more often
+        than ``at_most_every`` seconds. ResultsError if it cannot be written (a full disk)."""
+        import time
+
+        if not self.dirty or time.monotonic() - self.last_write < at_most_every:
+            return
+        moved = []
+        try:
+            for staged, final in self.staged:
+                os.makedirs(os.path.dirname(self.location.full(final)), exist_ok=True)
+                os.replace(self.location.full(staged), self.location.full(final))
+                moved.append((staged, final))
+            self.location.write_json(MANIFEST_FILE, self.as_dict())
+        except BaseException:
+            for staged, final in reversed(moved):  # not committed: not in place either
+                try:
+                    os.replace(self.location.full(final), self.location.full(staged))
+                except OSError:
+                    pass
+            raise
+        self.staged.clear()
+        self.dirty = False
+        self.last_write = time.monotonic()

@@ -1,0 +1,231 @@
+"""A results directory read as `validate` and the report read it, and `validate` itself: the
+run record, the manifest's entries against the plan, every committed file, and what else lies
+there (`survey`: what is ours to clean up, and what is not)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pipeline.store.files import expected_schemas
+from pipeline.store.layout import (DEALS_TABLE, MANIFEST_FILE, PARTIAL_DIR, RUN_FILE, SHARD_FILE_NAME, SHARDS_DIR,
+                                   STALE_TEMP_NAME, ResultsError, table_names)
+from pipeline.store.location import Location
+from pipeline.store.plan import ShardPlan, plan_shards
+from pipeline.store.records import (checked_entries, entry_shape_problem, read_manifest, read_run,
+                                    run_record_mismatch, shard_problem, version_problem)
+
+
+@dataclass
+class Survey:
+    """What `survey` found under a results directory besides the committed files (paths
+    relative to it): files of ours to remove, and things of others to name and leave."""
+
+    uncommitted: list[str]  # shard files of our naming that the manifest does not list
+    partial: list[str]  # files under PARTIAL_DIR: unfinished or uncommitted attempts
+    stale: list[str]  # temporary files of run.json or the manifest
+    foreign: list[tuple[str, str]]  # (path, what it is): not ours, left alone
+    blocking: list[tuple[str, str]]  # (path, what it is): where a file of ours must go
+
+    @property
+    def removable(self) -> list[str]:
+        return self.uncommitted + self.partial + self.stale
+
+
+def survey(location: Location, committed: set[str]) -> Survey:
+    """Everything under ``shards/`` (and stale temporary files at the top) that is not in
+    ``committed``: never following a symbolic link, so that nothing outside the results
+    directory, and no committed file under another name, is ever counted as ours."""
+    found = Survey([], [], [], [], [])
+    tables = table_names()
+    if not location.is_local:
+        for info in location.files(SHARDS_DIR):
+            path = location.relative(info.path)
+            parts = path.split("/")
+            if path in committed:
+                continue
+            if len(parts) == 3 and parts[1] in tables and SHARD_FILE_NAME.fullmatch(parts[2]):
+                found.uncommitted.append(path)
+            elif path.startswith(PARTIAL_DIR + "/"):
+                found.partial.append(path)
+            else:
+                found.foreign.append((path, "a file clocksweep does not write"))
+        return found
+
+    def entries(relative: str):
+        try:
+            with os.scandir(location.full(relative)) as listing:
+                return sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            return []
+
+    def what(relative: str) -> str:
+        kind = location.kind(relative)
+        return {"link": "a symbolic link", "directory": "a directory", "file": "a file",
+                "other": "not a regular file"}.get(kind, kind)
+
+    for entry in entries(""):
+        if STALE_TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            found.stale.append(entry.name)
+    top = location.kind(SHARDS_DIR)
+    if top == "link":
+        found.foreign.append((SHARDS_DIR, "a symbolic link: nothing is cleaned up through it"))
+        return found
+    if top not in ("directory", "missing"):
+        found.blocking.append((SHARDS_DIR, what(SHARDS_DIR)))
+        return found
+    for entry in entries(SHARDS_DIR):
+        path = f"{SHARDS_DIR}/{entry.name}"
+        if path == PARTIAL_DIR and location.kind(path) == "directory":
+            pending = [PARTIAL_DIR]
+            while pending:
+                folder = pending.pop()
+                for inner in entries(folder):
+                    inner_path = f"{folder}/{inner.name}"
+                    kind = location.kind(inner_path)
+                    if kind == "file":
+                        found.partial.append(inner_path)
+                    elif kind == "directory":
+                        pending.append(inner_path)
+                    else:
+                        found.foreign.append((inner_path, what(inner_path)))
+            continue
+        if entry.name not in tables:
+            found.foreign.append((path, what(path)))
+            continue
+        if location.kind(path) != "directory":
+            found.blocking.append((path, what(path)))
+            continue
+        for inner in entries(path):
+            inner_path = f"{path}/{inner.name}"
+            ours = SHARD_FILE_NAME.fullmatch(inner.name) is not None
+            kind = location.kind(inner_path)
+            if kind == "file" and ours:
+                if inner_path not in committed:
+                    found.uncommitted.append(inner_path)
+            elif ours:
+                found.blocking.append((inner_path, what(inner_path)))
+            else:
+                found.foreign.append((inner_path, what(inner_path)))
+    return found
+
+
+@dataclass
+class Results:
+    """A results directory as read for `validate` and the report: its run record, its plan,
+    the manifest entries that describe planned shards (files not yet opened), what is wrong
+    with the rest (by shard index, or None), and what is wrong with the run record or the
+    manifest as a whole (then no entry is read)."""
+
+    location: Location
+    run: dict
+    plan: ShardPlan
+    entries: dict[int, dict]
+    problems: list[tuple[int | None, str]]
+    unusable: str | None = None
+    manifest_missing: bool = False
+    listed_paths: frozenset[str] = frozenset()  # every file path the manifest lists
+
+
+def open_results(where: str | Location) -> Results:
+    """A results directory's run record and manifest, checked; ResultsError if it is not a
+    results directory whose record can be read (an unreadable manifest is a problem of it)."""
+    location = where if isinstance(where, Location) else Location(where)
+    if not location.exists():
+        raise ResultsError(f"{location.where}: no such directory")
+    run = read_run(location)
+    if run is None:
+        raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
+    config = run["config"]
+    plan = plan_shards(config["first"], config["deals"], config["shard_size"])
+    unusable = version_problem(run) or run_record_mismatch(run)
+    try:
+        manifest = read_manifest(location)
+    except ResultsError as error:
+        return Results(location, run, plan, {}, [],
+                       unusable or str(error).removeprefix(f"{location.where}: "))
+    if manifest is None:
+        return Results(location, run, plan, {}, [], unusable, manifest_missing=True)
+    if manifest["config_hash"] != run["config_hash"]:
+        return Results(location, run, plan, {}, [], unusable or (
+            f"{MANIFEST_FILE}: belongs to another config (hash {manifest['config_hash'][:12]}, "
+            f"{RUN_FILE} has {run['config_hash'][:12]})"))
+    mode = run.get("record") or config.get("record")
+    entries, problems = checked_entries(manifest["shards"], plan, len(run["cells"]),
+                                        expected_schemas(mode) if mode in ("deals", "summary") else {})
+    listed = frozenset(record["path"] for entry in manifest["shards"]
+                       if not entry_shape_problem(entry) for record in entry["files"])
+    return Results(location, run, plan, entries, problems, unusable, listed_paths=listed)
+
+
+def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str]:
+    """Paths (or URIs) of the committed files of ``table``, in deal order: exactly what
+    readers should read (``pl.scan_parquet(committed_files("results/quick"))``). Files are
+    not re-hashed here: `validate` checks them."""
+    results = open_results(where)
+    return [
+        results.location.uri(record["path"])
+        for index in sorted(results.entries)
+        for record in results.entries[index]["files"]
+        if record["table"] == table
+    ]
+
+
+def validate(where: str | Location) -> tuple[list[str], dict]:
+    """Check every shard against the manifest: (problems found, figures of what is there)."""
+    results = open_results(where)
+    location, run, plan = results.location, results.run, results.plan
+    problems = [results.unusable] if results.unusable else []
+    problems += [problem for _, problem in results.problems]
+    if results.manifest_missing:
+        problems.append(f"{MANIFEST_FILE}: missing (no shard committed)")
+    n_cells = len(run["cells"])
+    listed = {index for index, _ in results.problems if index is not None} | set(results.entries)
+    if version_problem(run):
+        # Every file would differ from this version's schemas: the one line says it all.
+        return problems, {"shards": plan.count, "committed": len(listed), "broken": len(listed),
+                          "deals": 0, "cells": n_cells, "files": 0, "rows": 0, "bytes": 0,
+                          "bytes_per_row": None}
+    schemas = expected_schemas(run["config"]["record"])
+    broken = {index for index, _ in results.problems if index is not None}
+    good: set[int] = set()
+    rows = size = row_bytes = files = 0
+    for index in sorted(results.entries):
+        entry = results.entries[index]
+        problem = shard_problem(location, entry, plan[index], run["config_hash"], schemas)
+        if problem:
+            problems.append(problem)
+            broken.add(index)
+            continue
+        good.add(index)
+        for record in entry["files"]:
+            if record["table"] == DEALS_TABLE:
+                rows += record["rows"]
+                row_bytes += record["bytes"]
+            size += record["bytes"]
+            files += 1
+    missing, shown = plan.missing(listed)
+    if missing:
+        more = f" and {missing - len(shown)} more" if missing > len(shown) else ""
+        problems.append(f"shards missing: {missing} of {plan.count}: "
+                        + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown) + more)
+    found = survey(location, set(results.listed_paths))
+    for path in found.uncommitted:
+        problems.append(f"{path}: not committed in the manifest (readers of the directory "
+                        "would see it; rerun to clean up)")
+    for path in found.partial + found.stale:
+        problems.append(f"{path}: left by an interrupted run (rerun to clean up)")
+    for path, what in found.foreign + found.blocking:
+        problems.append(f"{path}: {what}, not written by clocksweep (runs leave it alone)")
+    figures = {
+        "shards": plan.count,
+        "committed": len(listed),
+        "broken": len(broken - good),
+        "deals": sum(results.entries[index]["deals"] for index in good),
+        "cells": n_cells,
+        "files": files,
+        "rows": rows,
+        "bytes": size,
+        "bytes_per_row": row_bytes / rows if rows else None,  # of the per-deal files
+    }
+    return problems, figures
