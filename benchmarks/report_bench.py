@@ -1,6 +1,6 @@
 """Benchmark of `clocksweep report` (figures, not assertions): time and peak memory.
 
-Builds results directories with the sweep's own shard writer (`sweep.write_shard`), manifest
+Builds results directories with the sweep's own shard writer (`shard_task.write_shard`), manifest
 (`records.Manifest`) and run record (`sweep.start_run_record`), playing the shards in a
 process pool instead of Ray, then runs
 `clocksweep report` in a fresh process and reports its wall time and peak resident memory.
@@ -32,17 +32,18 @@ from pipeline.sweep.config import FULL_GRID  # every name the rules know, from t
 
 
 def _play_shard(args):
-    """One shard played and written by the sweep's own `sweep.write_shard`: its manifest entry."""
+    """One shard played and written by the sweep's own `shard_task.write_shard`: its manifest entry."""
     where, raw, index = args
     from pipeline.sweep import config as sweep_config
     from pipeline.store import location
     from pipeline.sweep import driver as sweep
+    from pipeline.sweep import task as shard_task
 
     config = sweep_config.from_dict(raw)
-    job = sweep.ShardJob(location=location.Location(where), shard=sweep.plan(config)[index],
+    job = shard_task.ShardJob(location=location.Location(where), shard=sweep.plan(config)[index],
                          seed=config.seed, cells=tuple(config.cells), record=config.record,
                          provenance=sweep.provenance(config), attempt=1)
-    return {**sweep.write_shard(job), "node": "local", "attempts": 1}
+    return {**shard_task.write_shard(job), "node": "local", "attempts": 1}
 
 
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:

@@ -104,10 +104,10 @@ def kernel_rate(seconds: float) -> float:
 def kernel_sustained(seconds: float) -> float:
     """The kernel's standard rate on one core over ``seconds``, in the sweep's batch size."""
     from pipeline.engine import kernel
-    from pipeline.sweep import driver as sweep
+    from pipeline.sweep import task as shard_task
     from pipeline.engine.rules import Cell
 
-    batch = sweep.ROWS_PER_BATCH["deals"]
+    batch = shard_task.ROWS_PER_BATCH["deals"]
 
     kernel.play(1, 0, 1000, [Cell()])
     played, started = 0, time.perf_counter()

@@ -205,7 +205,10 @@ def run(config_path, overrides, dry_run, fresh, address):
         if dry_run:
             click.echo(sweep.describe_plan(config))
             return
-        outcome = sweep.run(config, fresh=fresh, address=address)
+        # A caller (a test) may give the task each shard runs, through click's obj.
+        task = (click.get_current_context().find_root().obj or {}).get("task")
+        outcome = sweep.run(config, fresh=fresh, address=address,
+                            **({"task": task} if task is not None else {}))
     except (sweep_config.ConfigError, layout.ResultsError) as error:
         raise InputError(str(error)) from None
     click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)

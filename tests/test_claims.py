@@ -329,7 +329,7 @@ MOST, FEWEST, CLOCKWISE = watch("most"), watch("fewest"), watch("clockwise")
     ((10_000, 200, 100, 89_700), True, REFUTED),
 ])
 def test_pick_makes_no_difference_verdicts(table, within, verdict):
-    both, a_only, b_only, neither = table
+    both, a_only, b_only, _ = table
     low, high = newcombe(*table)
     assert (low > 0 or high < 0) == (verdict == REFUTED)
     assert (-TOL <= low and high <= TOL) == within
@@ -407,12 +407,13 @@ def test_near_misses_come_home_verdicts(wins, n, verdict):
 
 
 def test_near_misses_come_home_reads_the_random_pick_first():
-    # random's 400/1000 (refuted) decides, not most's 600/1000 (confirmed on its own).
-    figures = FakeFigures({MOST: (9000, 5000), RANDOM: (9000, 4000)},
-                          down={MOST: {2: (1000, 600)}, RANDOM: {2: (1000, 400)}})
+    # random's 400/1000 (refuted) decides, not clockwise's or most's 600/1000 (confirmed on
+    # their own), though clockwise comes first in rules.COUNT_STRATEGIES.
+    figures = FakeFigures({CLOCKWISE: (9000, 5000), MOST: (9000, 5000), RANDOM: (9000, 4000)},
+                          down={CLOCKWISE: {2: (1000, 600)}, MOST: {2: (1000, 600)}, RANDOM: {2: (1000, 400)}})
     claim = claims.near_misses_come_home(figures)
     assert claim.verdict == REFUTED and claim.basis.startswith(f"cell {RANDOM.label}")
-    assert claim.detail[-1] == "other picks: most 60.00% of 1,000"
+    assert claim.detail[-1] == "other picks: clockwise 60.00% of 1,000, most 60.00% of 1,000"
     # Without random, another counts-only strategy stands in.
     figures = FakeFigures({MOST: (9000, 5000)}, down={MOST: {2: (1000, 600)}})
     claim = claims.near_misses_come_home(figures)

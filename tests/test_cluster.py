@@ -24,6 +24,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import faults
 from processes import end_processes
 
 from pipeline.sweep import config as sweep_config
@@ -97,10 +98,10 @@ def test_two_node_cluster(cluster, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     # A short pause per shard keeps both single-CPU nodes busy at once.
-    env = {**env, "CLOCKSWEEP_TEST_PAUSE": f"0.3:{pids}"}
-    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run",
-               str(config_file), f"--set=output={out}", "--address", address]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    command = faults.driver_command(f"pause=0.3:{pids}", "run", str(config_file),
+                                    f"--set=output={out}", "--address", address)
+    done = subprocess.run(command, env=faults.driver_env(env), capture_output=True, text=True,
+                          timeout=STEP_TIMEOUT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "on 2 CPUs, 2 node(s)" in done.stderr
 

@@ -26,12 +26,12 @@ import duckdb
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from faults import driver
 from processes import end_processes, processes_mentioning
 
 from pipeline.engine import kernel
 from pipeline.records import schema
 from pipeline.store import layout, validate
-from pipeline.sweep import driver as sweep
 from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
 
@@ -127,16 +127,6 @@ def files_under(root: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
 
 
-def driver(config_file: Path, out: Path, *sets: str, env: dict | None = None):
-    """`clocksweep run` as its own process, with its own local Ray instance."""
-    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run",
-               str(config_file), f"--set=output={out}", *(f"--set={s}" for s in sets)]
-    environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    environment.update(env or {})
-    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
 def end_ray(marker: str) -> None:
     """End, by pid, every process of the Ray instance started with RAY_TMPDIR=marker."""
     end_processes(marker, remove=True)
@@ -167,7 +157,7 @@ def test_second_driver_refused_while_first_runs(tmp_path):
     problems: list[str] = []
     proc = None
     try:
-        proc = driver(config_file, out, env={sweep.TEST_PAUSE_ENV: f"2.0:{pids}", "RAY_TMPDIR": ray_tmp})
+        proc = driver(config_file, out, fault=f"pause=2.0:{pids}", env={"RAY_TMPDIR": ray_tmp})
         # B while A starts its Ray: A has read the directory (empty), has not written run.json.
         deadline = time.monotonic() + 120
         while not processes_mentioning(ray_tmp) and proc.poll() is None and time.monotonic() < deadline:
@@ -249,7 +239,7 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
     proc = None
     killed = False
     try:
-        proc = driver(config_file, out, env={sweep.TEST_PAUSE_ENV: f"2.0:{pids}", "RAY_TMPDIR": ray_tmp})
+        proc = driver(config_file, out, fault=f"pause=2.0:{pids}", env={"RAY_TMPDIR": ray_tmp})
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and proc.poll() is None:
             done = {e.get("index") for e in manifest_entries(out)}

@@ -1,6 +1,6 @@
 """Tests of `clocksweep report` (pipeline/report.py, claims.py, plots.py) on real results.
 
-Results directories are written here as the sweep writes them: `sweep.write_shard` (the Ray
+Results directories are written here as the sweep writes them: `shard_task.write_shard` (the Ray
 task's body) plays each shard with the kernel and writes real Parquet, `records.Manifest`
 commits it and `sweep.start_run_record` gives run.json; only Ray is left out (the shards are
 played in this process). Nothing is mocked.
@@ -25,6 +25,7 @@ from pipeline.store import layout, records
 from pipeline.store.location import Location
 from pipeline.records import summary
 from pipeline.sweep import driver as sweep
+from pipeline.sweep import task as shard_task
 from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
 from pipeline.engine.rules import Cell
@@ -44,10 +45,10 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
     location.write_json(layout.RUN_FILE, run)
     manifest = records.Manifest(location, config.hash)
     for shard in shards:
-        job = sweep.ShardJob(location=location, shard=shard, seed=config.seed,
+        job = shard_task.ShardJob(location=location, shard=shard, seed=config.seed,
                              cells=tuple(config.cells), record=record,
                              provenance=sweep.provenance(config), attempt=1)
-        manifest.commit({**sweep.write_shard(job), "node": "test", "attempts": 1})
+        manifest.commit({**shard_task.write_shard(job), "node": "test", "attempts": 1})
     manifest.flush()
     run["runs"][-1].update(finished=sweep.now(), status="complete")
     location.write_json(layout.RUN_FILE, run)

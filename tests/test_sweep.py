@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import tomllib
@@ -24,6 +22,8 @@ import pipeline
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import faults
+from faults import driver
 from processes import end_processes
 from click.testing import CliRunner
 
@@ -34,6 +34,7 @@ from pipeline.store.plan import Shard
 from pipeline.store.files import expected_schemas, file_problem
 from pipeline.store.location import Location
 from pipeline.sweep import driver as sweep
+from pipeline.sweep import task as shard_task
 from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
 
@@ -70,17 +71,18 @@ def config_file(tmp_path) -> Path:
     return path
 
 
-def run_cli(*args: str):
-    return CliRunner().invoke(cli, ["run", *map(str, args)])
+def run_cli(*args: str, task=None):
+    """`clocksweep run ARGS`, in this process; ``task``: what each shard runs (faults.py)."""
+    return CliRunner().invoke(cli, ["run", *map(str, args)], obj={"task": task} if task else None)
 
 
 def validate_cli(results: Path):
     return CliRunner().invoke(cli, ["validate", str(results)])
 
 
-def run_ok(config_file: Path, out: Path, *sets: str):
+def run_ok(config_file: Path, out: Path, *sets: str, task=None):
     overrides = [f"--set=output={out}", *(f"--set={item}" for item in sets)]
-    result = run_cli(config_file, *overrides)
+    result = run_cli(config_file, *overrides, task=task)
     assert result.exit_code == 0, result.output
     return result
 
@@ -316,7 +318,6 @@ def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
     """SIGKILL of a Ray worker mid-shard: the shard is retried, the sweep completes."""
     out, pids = tmp_path / "res", tmp_path / "pids"
     pids.mkdir()
-    monkeypatch.setenv(sweep.TEST_PAUSE_ENV, f"1.0:{pids}")
     killed = []
 
     def kill_first_worker():
@@ -332,7 +333,7 @@ def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
 
     killer = threading.Thread(target=kill_first_worker)
     killer.start()
-    result = run_ok(config_file, out)
+    result = run_ok(config_file, out, task=faults.pausing(1.0, str(pids)))
     killer.join()
     assert killed, "no worker was seen to kill"
     index = int(killed[0].removeprefix("shard-"))
@@ -346,16 +347,6 @@ def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
 
 
 # --- Runs in their own driver process -------------------------------------------------------
-
-
-def driver(config_file: Path, out: Path, *sets: str, env: dict | None = None, **popen):
-    """`clocksweep run` as its own process, with its own local Ray instance."""
-    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run",
-               str(config_file), f"--set=output={out}", *(f"--set={s}" for s in sets)]
-    environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    environment.update(env or {})
-    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
 
 
 def test_one_worker_same_bytes(config_file, tmp_path, expected):
@@ -384,7 +375,7 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
     ray_tmp = f"/tmp/cskill{os.getpid()}"
     try:
         proc = driver(config_file, out, "ray.num_cpus=1", "shard_size=2000",
-                      env={sweep.TEST_PAUSE_ENV: f"0.7:{pids}", "RAY_TMPDIR": ray_tmp})
+                      fault=f"pause=0.7:{pids}", env={"RAY_TMPDIR": ray_tmp})
         deadline = time.monotonic() + 180
         committed = 0
         while time.monotonic() < deadline and proc.poll() is None:
@@ -445,9 +436,9 @@ def test_object_store_writes_final_keys():
     cfg = sweep_config.from_dict({**tomllib.loads(CONFIG), "deals": 600, "shard_size": 600})
     cells = list(cfg.cells)
     shard = sweep.plan(cfg)[0]
-    job = sweep.ShardJob(location=location, shard=shard, seed=SEED, cells=tuple(cells),
+    job = shard_task.ShardJob(location=location, shard=shard, seed=SEED, cells=tuple(cells),
                          record="deals", provenance=sweep.provenance(cfg), attempt=1)
-    entry = {**sweep.write_shard(job), "attempts": 1}
+    entry = {**shard_task.write_shard(job), "attempts": 1}
     record, facts_record = sorted(entry["files"], key=lambda r: r["table"] != "deals")
     assert "staged" not in record  # written at its final key, not renamed into place
     assert record["path"] == "shards/deals/shard-000000_deals-0-599.parquet"
@@ -506,8 +497,8 @@ def test_failing_shard(config_file, tmp_path, expected, monkeypatch):
     """A shard that fails every attempt: reported as it happens, exit 1, the rest committed;
     a rerun plays only that shard."""
     out = tmp_path / "res"
-    monkeypatch.setenv(sweep.TEST_FAIL_ENV, "2")
-    failed = run_cli(config_file, f"--set=output={out}", "--set=ray.max_retries=1")
+    failed = run_cli(config_file, f"--set=output={out}", "--set=ray.max_retries=1",
+                     task=faults.failing(2))
     assert failed.exit_code == 1, failed.output
     assert "shard 2 (8000-11999) failed, attempt 1 of 2: RuntimeError: test hook" in failed.stderr
     assert "attempt 2 of 2" in failed.stderr and "giving up" in failed.stderr
@@ -518,7 +509,6 @@ def test_failing_shard(config_file, tmp_path, expected, monkeypatch):
     checked = validate_cli(out)
     assert checked.exit_code == 1 and "shards missing: 1 of 5: 2 (8000-11999)" in checked.output
 
-    monkeypatch.delenv(sweep.TEST_FAIL_ENV)
     rerun = run_ok(config_file, out)
     assert "4 already committed" in rerun.stderr and "1 played" in rerun.stderr
     assert content(out).equals(expected)

@@ -18,6 +18,9 @@ standard cell. A sweep without a standard cell gets a replay of its first deals 
 (`replay_standard`: the kernel's standard play on the same seed, deal numbers and order),
 checked in per-deal mode against the sweep's own record of each deal's outcome where it has
 one.
+
+The claims read a sweep only through `ClaimFigures` (below): the report's `document.Figures`
+provides it, and tests/test_claims.py tests every verdict rule on made-up figures.
 """
 
 from __future__ import annotations
@@ -269,8 +272,8 @@ class ClaimFigures(Protocol):
     @property
     def replay(self) -> Replay | None:
         """The standard play replayed on the sweep's first deals (`replay_standard`, checked
-        against the sweep's records), or None when there is none; read only when
-        `deal_facts` gives None."""
+        against the sweep's records; its arrays hold one value per replayed deal), or None
+        when there is none; read only when `deal_facts` gives None."""
 
     @property
     def replay_note(self) -> str:

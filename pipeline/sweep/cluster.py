@@ -1,0 +1,154 @@
+"""Joining or starting Ray, and the deadlines of waits that Ray or an object store's client
+would not end by themselves."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from contextlib import contextmanager, nullcontext
+
+from pipeline import ERROR_PREFIX
+from pipeline.sweep.config import ConfigError, SweepConfig
+
+# How long a cluster address that accepts connections may take to answer as Ray, and an
+# object store to answer the first look at the output, before the run gives up (Ray retries
+# without end when something else listens at its address; an object store's client retries
+# for minutes); a healthy one answers in seconds. The environment variable overrides it.
+CONNECT_SECONDS = 60.0
+CONNECT_SECONDS_ENV = "CLOCKSWEEP_CONNECT_SECONDS"
+
+
+def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple[bool, dict]:
+    """Join or start Ray: (whether we started it, what the cluster is).
+
+    The address comes from --address, else RAY_ADDRESS (set by `ray job submit`), else the
+    config; with none, a new local instance ("local", never a cluster that happens to run
+    on this machine). Ray's token authentication is left as Ray sets it up.
+    """
+    import ray
+
+    started = False
+    if address is not None and not address.strip():
+        raise ConfigError("--address: empty; expected HOST:PORT of a Ray cluster's head, "
+                          "ray://HOST:PORT or auto")
+    if ray.is_initialized():
+        kind = "the Ray session already open in this process"
+    else:
+        for source, value in (("--address", address), ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),
+                              ("ray.address", config.ray.get("address")), (None, "local")):
+            if value:
+                break
+        if source is not None:
+            check_reachable(source, value)
+        options = {"address": value, "ignore_reinit_error": True, "log_to_driver": True,
+                   "logging_level": "warning"}
+        if value == "local":
+            options["num_cpus"] = config.ray.get("num_cpus")
+            options["include_dashboard"] = False
+        waiting = nullcontext() if source is None else deadline(
+            f"{source}: {value} accepts connections, but no Ray cluster answered there within "
+            "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)",
+            before_exit)
+        try:
+            # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
+            # one line says it; on success its warnings are shown as usual.
+            with warnings.catch_warnings(record=True) as caught, waiting:
+                warnings.simplefilter("always")
+                ray.init(**options)
+            for warning in caught:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+        except (ConnectionError, ValueError, RuntimeError) as error:
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            if source is None:
+                raise ConfigError(f"ray: cannot start a local Ray instance: {first_line}") from None
+            raise ConfigError(
+                f"{source}: cannot connect to Ray at {value!r}: {first_line} (a cluster with "
+                "token authentication also needs RAY_AUTH_MODE=token and its token here)"
+            ) from None
+        started = True
+        kind = "local instance" if value == "local" else "cluster"
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    cluster = {
+        "ray_version": ray.__version__,
+        "kind": kind,
+        "gcs_address": ray.get_runtime_context().gcs_address,
+        "cpus": ray.cluster_resources().get("CPU", 0),
+        "nodes": [
+            {"host": node.get("NodeManagerHostname"), "ip": node.get("NodeManagerAddress"),
+             "cpus": node.get("Resources", {}).get("CPU", 0)}
+            for node in nodes
+        ],
+    }
+    return started, cluster
+
+
+@contextmanager
+def deadline(message: str, before_exit=None):
+    """Unless the block ends within CONNECT_SECONDS (or CLOCKSWEEP_CONNECT_SECONDS), end the
+    process with the one-line error ``message`` (``{seconds}`` in it replaced by the seconds)
+    and exit status 2: for a wait inside Ray or an object store's client that cannot be
+    interrupted otherwise. Only used before anything is written; ``before_exit`` undoes
+    what was made to get there (the lock file)."""
+    import threading
+
+    seconds = connect_seconds()
+
+    def give_up() -> None:
+        if before_exit is not None:
+            before_exit()
+        sys.stderr.write(f"{ERROR_PREFIX}{message.replace('{seconds}', f'{seconds:g}')}\n")
+        sys.stderr.flush()
+        os._exit(2)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def connect_seconds() -> float:
+    """CONNECT_SECONDS, or CLOCKSWEEP_CONNECT_SECONDS if set; ConfigError if that is no number
+    of seconds."""
+    text = os.environ.get(CONNECT_SECONDS_ENV)
+    if text is None:
+        return CONNECT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"{CONNECT_SECONDS_ENV}: {text!r} is not a number of seconds; "
+                          "expected a positive number, such as 60")
+    return seconds
+
+
+def check_reachable(source: str, address: str) -> None:
+    """Fail fast, in one line, when nothing listens at a HOST:PORT address (ray.init would
+    retry for minutes; Ray's client, half a minute). Other forms ('auto', ...) are left to Ray."""
+    import socket
+
+    client = address.startswith("ray://")
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit() or "://" in host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as error:
+        raise ConfigError(
+            f"{source}: nothing answers at {address} ({error.strerror or error}); expected "
+            + ("ray://HOST:PORT of a Ray client server (`ray start --head` serves one on 10001)"
+               if client else "the HOST:PORT of a Ray cluster's head (`ray start --head`)")
+        ) from None
+
+
+def error_line(error: BaseException) -> str:
+    """One line for a task's failure: the original exception where Ray wraps one."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        error = cause
+    text = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,0 +1,121 @@
+"""The Ray task: one shard played under every cell by the kernel, in sub-batches that bound
+its memory, and written to its own Parquet file(s) (see `store.files`). It returns only small
+metadata, its manifest entry, which the driver commits; results never pass through the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pipeline.engine.rules import Cell
+from pipeline.store.files import ShardFileWriter, file_metadata
+from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE
+from pipeline.store.location import Location
+from pipeline.store.plan import Shard
+
+# A task plays at most this many rows (deals x cells) at once. Per-deal records: half a
+# million rows (5 MB of kernel results, ~20 MB with their table), which the allocator reuses
+# batch after batch; 4 million rows (40 MB, ~160 MB) are fresh pages each batch and cost
+# 15-20 ns more per row (table building doubles). Summary records: 4 million rows (40 MB of
+# kernel results), since each batch ends in its own small tables.
+ROWS_PER_BATCH = {"deals": 500_000, "summary": 4_000_000}
+
+
+def deals_per_batch(count: int, n_cells: int, multiple: int = 1, record: str = "deals") -> int:
+    """Sub-batch size: even batches of at most ROWS_PER_BATCH[record] rows, a multiple of
+    ``multiple``."""
+    n_batches = -(-count * n_cells // ROWS_PER_BATCH[record])
+    size = max(1, -(-count // max(1, n_batches)))
+    if multiple > 1 and size > multiple:
+        size -= size % multiple
+    return size
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """Everything a task needs to play and write one shard (small: it travels to the worker)."""
+
+    location: Location
+    shard: Shard
+    seed: int
+    cells: tuple[Cell, ...]
+    record: str
+    provenance: dict
+    attempt: int
+
+
+def play_shard(job: ShardJob, after_batch=None) -> dict:
+    """The Ray task: `write_shard`'s manifest entry, with the node that played the shard."""
+    import ray
+
+    entry = write_shard(job, after_batch)
+    entry["node"] = ray.util.get_node_ip_address()
+    entry["node_id"] = ray.get_runtime_context().get_node_id()
+    return entry
+
+
+def write_shard(job: ShardJob, after_batch=None) -> dict:
+    """Play a shard under every cell and write its file(s): the manifest entry, less attempts
+    and node. ``after_batch(job, start)`` is called once each batch is written (a test's way
+    in: to stop a worker mid-shard)."""
+    started = time.perf_counter()
+    from pipeline.engine import kernel
+
+    shard, cells = job.shard, list(job.cells)
+    metadata = file_metadata(
+        {**job.provenance, "shard": {"index": shard.index, "first": shard.first, "last": shard.last}}
+    )
+    from pipeline.records import summary
+
+    multiple = 1
+    facts = None
+    if job.record == "summary":
+        multiple = summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
+    else:
+        facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
+    writers: dict[str, ShardFileWriter] = {}
+    parts = []
+    playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
+    try:
+        batch = deals_per_batch(shard.count, len(cells), multiple, job.record)
+        for start in range(0, shard.count, batch):
+            first = shard.first + start
+            count = min(batch, shard.count - start)
+            began = time.perf_counter()
+            results = kernel.play(job.seed, first, count, cells)
+            playing += time.perf_counter() - began
+            if facts is None:
+                parts.append(summary.summarise(results, cells))
+            else:
+                facts.add_results(results)
+                if DEALS_TABLE not in writers:
+                    writers[DEALS_TABLE] = ShardFileWriter(
+                        job.location, shard.path(DEALS_TABLE), DEALS_TABLE
+                    )
+                writers[DEALS_TABLE].write_deals(job.seed, first, results, cells, metadata)
+            del results
+            if after_batch is not None:
+                after_batch(job, start)
+        # One file per summary table, each the shard's counts summed over its batches.
+        tables = summary.combine(parts) if facts is None else {FACTS_TABLE: facts.table()}
+        for name, table in tables.items():
+            table = table.replace_schema_metadata(metadata)
+            writers[name] = ShardFileWriter(job.location, shard.path(name), name)
+            writers[name].write(table)
+        files = [writer.commit() for writer in writers.values()]
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    return {
+        "index": shard.index,
+        "first": shard.first,
+        "last": shard.last,
+        "deals": shard.count,
+        "cells": len(cells),
+        "rows": sum(record["rows"] for record in files if record["table"] == DEALS_TABLE),
+        "files": files,
+        "seconds": round(time.perf_counter() - started, 3),
+        "kernel_seconds": round(playing, 3),
+    }

@@ -1,0 +1,97 @@
+"""Faults the tests inject into real sweeps on real Ray: a task that stops after its first
+batch (so that a test can kill its worker, or the driver, mid-shard) and a task that fails a
+shard every time.
+
+The driver runs the task its caller gives it (`driver.run(task=...)`; the CLI takes one from
+click's ``obj``), so these wrap the production task and the production job stays as it is.
+This module is pickled by value, so Ray's workers run these wrappers without importing it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import ray.cloudpickle
+
+from pipeline.sweep.task import play_shard
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+# `clocksweep` as its own process with a fault: python -c DRIVER FAULT COMMAND ARGS...
+DRIVER = "import sys, faults; faults.drive(sys.argv[1:])"
+
+
+def pausing(seconds: float, directory: str):
+    """A task that, once its first batch is written (its file exists under shards/.partial),
+    writes its pid to DIRECTORY/shard-N.attempt-K.pid and waits SECONDS."""
+
+    def hold(job, start: int) -> None:
+        if start:
+            return
+        path = f"{directory}/shard-{job.shard.index}.attempt-{job.attempt}.pid"
+        with open(path + ".tmp", "w") as file:
+            file.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
+        time.sleep(seconds)
+
+    def task(job) -> dict:
+        return play_shard(job, after_batch=hold)
+
+    return task
+
+
+def failing(index: int):
+    """A task whose every attempt at shard ``index`` raises."""
+
+    def task(job) -> dict:
+        if job.shard.index == index:
+            raise RuntimeError(f"test hook: shard {index} fails")
+        return play_shard(job)
+
+    return task
+
+
+def task_of(fault: str):
+    """The task a fault names: ``pause=SECONDS:DIR``, ``fail=N`` or ``none``."""
+    kind, _, value = fault.partition("=")
+    if kind == "pause":
+        seconds, _, directory = value.partition(":")
+        return pausing(float(seconds), directory)
+    if kind == "fail":
+        return failing(int(value))
+    return play_shard
+
+
+def drive(argv: list[str]) -> None:
+    """The CLI with the task of ``argv[0]`` (see `task_of`), given the rest of ``argv``."""
+    from pipeline.cli import cli
+
+    cli.main(argv[1:], obj={"task": task_of(argv[0])}, prog_name="clocksweep")
+
+
+def driver_command(fault: str, *args: str) -> list[str]:
+    """The command line of a driver process with ``fault``; run it with `driver_env`."""
+    return [sys.executable, "-c", DRIVER, fault, *args]
+
+
+def driver_env(env: dict | None = None) -> dict:
+    """This process's environment, less RAY_ADDRESS, plus ``env``, with this folder importable."""
+    environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    environment.update(env or {})
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [TESTS_DIR, *filter(None, [environment.get("PYTHONPATH")])])
+    return environment
+
+
+def driver(config_file, out, *sets: str, fault: str = "none", env: dict | None = None, **popen):
+    """`clocksweep run CONFIG --set output=OUT --set ...` as its own process (its own local Ray
+    instance unless told otherwise), with ``fault``."""
+    import subprocess
+
+    command = driver_command(fault, "run", str(config_file), f"--set=output={out}",
+                             *(f"--set={s}" for s in sets))
+    return subprocess.Popen(command, env=driver_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)
