@@ -34,8 +34,8 @@ from pipeline.sweep.config import FULL_GRID  # every name the rules know, from t
 def _play_shard(args):
     """One shard played and written by the sweep's own `shard_task.write_shard`: its manifest entry."""
     where, raw, index = args
-    from pipeline.sweep import config as sweep_config
     from pipeline.store import location
+    from pipeline.sweep import config as sweep_config
     from pipeline.sweep import driver as sweep
     from pipeline.sweep import task as shard_task
 
@@ -48,8 +48,8 @@ def _play_shard(args):
 
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     """A results directory for the config ``raw`` (a dict as TOML gives), built without Ray."""
-    from pipeline.sweep import config as sweep_config
     from pipeline.store import layout, location, records
+    from pipeline.sweep import config as sweep_config
     from pipeline.sweep import driver as sweep
 
     raw = {**raw, "output": where}
@@ -78,9 +78,9 @@ import json, sys, time
 start = time.perf_counter()
 from pipeline.cli import build_report
 made = build_report(sys.argv[1], int(sys.argv[2]), plots_enabled=sys.argv[3] == "1")
-from pipeline.report import document as report
+from pipeline.report import render
 print(json.dumps({"phases": made.timings, "inside": round(time.perf_counter() - start, 2),
-                  "summary": report.terminal_summary(made).splitlines()[0]}))
+                  "summary": render.terminal_summary(made).splitlines()[0]}))
 """
 
 

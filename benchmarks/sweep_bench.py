@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def driver(args: argparse.Namespace) -> None:
     """One sweep in this process (run as a child of the benchmark): prints its figures as JSON."""
-    from pipeline.sweep import config, driver as sweep
+    from pipeline.sweep import config
+    from pipeline.sweep import driver as sweep
 
     samples = []
 
@@ -104,8 +105,8 @@ def kernel_rate(seconds: float) -> float:
 def kernel_sustained(seconds: float) -> float:
     """The kernel's standard rate on one core over ``seconds``, in the sweep's batch size."""
     from pipeline.engine import kernel
-    from pipeline.sweep import task as shard_task
     from pipeline.engine.rules import Cell
+    from pipeline.sweep import task as shard_task
 
     batch = shard_task.ROWS_PER_BATCH["deals"]
 

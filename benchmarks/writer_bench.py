@@ -28,11 +28,11 @@ def main() -> None:
 
     import pyarrow.parquet as pq
 
-    from pipeline.sweep import config
-    from pipeline.records import dealfile, schema
     from pipeline.engine import kernel, rules
-    from pipeline.store import files
     from pipeline.engine.rules import Cell
+    from pipeline.records import dealfile, schema
+    from pipeline.store import files
+    from pipeline.sweep import config
 
     grids = {
         "standard": [Cell()],

@@ -195,9 +195,9 @@ def run(config_path, overrides, dry_run, fresh, address):
     `ray job submit --address http://HEAD:8265 --working-dir . -- clocksweep run CONFIG`
     (the output must then be storage every node can reach: a shared path or a URI).
     """
-    from pipeline.sweep import config as sweep_config
     from pipeline.store import layout
     from pipeline.store.location import Location
+    from pipeline.sweep import config as sweep_config
     from pipeline.sweep import driver as sweep
 
     try:
@@ -260,11 +260,12 @@ def build_report(results_path: str, replay: int, out_dir: str | None = None,
     # while the report imports Polars and reads the shards.
     with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
         from pipeline.report import document as reporting
+        from pipeline.report.reading import ReportError
 
         try:
             return reporting.build(results_path, replay=replay, out=out_dir,
                                    plots_enabled=plots_enabled, plotter=plotter)
-        except reporting.ReportError as error:
+        except ReportError as error:
             raise InputError(str(error)) from None
 
 
@@ -286,9 +287,9 @@ def report(results_path, replay, out_dir, no_plots, as_json):
     and CSV tables; prints the best strategy per variant and the claims' verdicts.
     """
     made = build_report(results_path, replay, out_dir, plots_enabled=not no_plots)
-    from pipeline.report import document as reporting
+    from pipeline.report.render import terminal_summary
 
     if as_json:
         click.echo(json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")}))
         return
-    click.echo(reporting.terminal_summary(made))
+    click.echo(terminal_summary(made))

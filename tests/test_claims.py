@@ -673,7 +673,8 @@ def test_foresight_no_agency_first_rescue_decides():
 
 def test_foresight_no_agency_exchange_pairs_by_depth():
     # exchange at the top, informed vs most: refuted; most at the bottom is not its pair.
-    informed, most_top, most_bottom = exchange("informed", "top", "up"), exchange("most", "top"), exchange("most", "bottom")
+    informed = exchange("informed", "top", "up")
+    most_top, most_bottom = exchange("most", "top"), exchange("most", "bottom")
     figures = FakeFigures({informed: (1000, 700), most_top: (1000, 300), most_bottom: (1000, 600)},
                           pairs={(informed, most_top): (300, 400, 0, 300)})
     claim = claims.foresight_no_agency(figures)

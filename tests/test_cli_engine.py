@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.engine import deals, odds, reference, rules
 from pipeline.cli import cli
+from pipeline.engine import deals, odds, reference, rules
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,14 +22,14 @@ import sys
 import tomllib
 from pathlib import Path
 
+import faults
 import polars as pl
 import pytest
-import faults
 from processes import end_processes
 
-from pipeline.sweep import config as sweep_config
 from pipeline.engine import kernel
 from pipeline.records import schema
+from pipeline.sweep import config as sweep_config
 
 SEED = 99
 N_DEALS = 12_000

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.sweep import config
-from pipeline.engine import rules
 from pipeline.cli import cli
+from pipeline.engine import rules
 from pipeline.engine.rules import Cell
+from pipeline.sweep import config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -340,7 +340,7 @@ def silent_listener():
     return listener.getsockname()[1], close
 
 
-def run_subprocess(args: list[str], env: dict) -> "subprocess.CompletedProcess":
+def run_subprocess(args: list[str], env: dict):
     import subprocess
     import sys
 

@@ -28,12 +28,12 @@ from click.testing import CliRunner
 from processes import end_processes
 
 from pipeline import ERROR_PREFIX
+from pipeline.cli import cli
 from pipeline.engine import kernel
 from pipeline.records import schema
+from pipeline.report import document as reporting
 from pipeline.store import validate
 from pipeline.sweep import config as sweep_config
-from pipeline.report import document as reporting
-from pipeline.cli import cli
 
 SEED = 424242
 N_DEALS = 20_000

@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.sweep import config as sweep_config
-from pipeline.records import dealfile, schema
 from pipeline.engine import kernel, rules
-from pipeline.store import files
 from pipeline.engine.rules import Cell
+from pipeline.records import dealfile, schema
+from pipeline.store import files
+from pipeline.sweep import config as sweep_config
 
 SEED = 424242
 QUICK_CELLS = list(sweep_config.load(str(Path(__file__).parents[1] / "configs" / "quick.toml")).cells)
@@ -186,7 +186,8 @@ def test_delta_encoding_of_any_int64_sequence(spread):
     of up to 64 bits, wrapping), in a one-column file that pyarrow reads back."""
     generator = np.random.default_rng(spread)
     values = generator.integers(-(2**63), 2**63 - 1, size=1, dtype=np.int64)
-    steps = generator.integers(-spread, spread, size=999, endpoint=True, dtype=np.int64) if spread else np.zeros(999, np.int64)
+    steps = (generator.integers(-spread, spread, size=999, endpoint=True, dtype=np.int64)
+             if spread else np.zeros(999, np.int64))
     values = np.concatenate([values, steps]).cumsum(dtype=np.int64)  # wraps at 64 bits
     one_column = pa.schema([pa.field("v", pa.int64(), nullable=False)])
     sink = io.BytesIO()

@@ -127,13 +127,13 @@ def first_death(piles: list[list[int]]) -> FirstDeath:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def winners_of(state: FirstDeath, variant: str, depth: str | None) -> tuple[int, ...]:
     """The hour piles where a rescue wins, by the rules' bottom-card predicate (cached)."""
     return tuple(rules.winning_piles(variant, depth, list(state.bottom_home), list(state.down)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bottoms_lead_to_centre(state: FirstDeath) -> bool:
     return rules.bottoms_reach(list(state.start_bottom_home), [True] * 13, CENTRE)
 

@@ -316,7 +316,7 @@ def test_monte_carlo_random_permutations_read_to_the_fourth_king():
     for _ in range(20000):
         rng.shuffle(deck)
         kings_seen = 0
-        for position, rank in enumerate(deck):
+        for position, rank in enumerate(deck):  # noqa: B007 (position is read after the loop)
             kings_seen += rank == rules.KING
             if kings_seen == 4:
                 break

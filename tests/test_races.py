@@ -29,11 +29,11 @@ from click.testing import CliRunner
 from faults import driver
 from processes import end_processes, processes_mentioning
 
+from pipeline.cli import cli
 from pipeline.engine import kernel
 from pipeline.records import schema
 from pipeline.store import layout, validate
 from pipeline.sweep import config as sweep_config
-from pipeline.cli import cli
 
 SEED = 424242
 SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]

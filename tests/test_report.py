@@ -20,15 +20,16 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipeline.report import claims, document as report
-from pipeline.store import layout, records
-from pipeline.store.location import Location
-from pipeline.records import summary
-from pipeline.sweep import driver as sweep
-from pipeline.sweep import task as shard_task
-from pipeline.sweep import config as sweep_config
 from pipeline.cli import cli
 from pipeline.engine.rules import Cell
+from pipeline.records import summary
+from pipeline.report import claims, figures
+from pipeline.report import document as report
+from pipeline.store import layout, records
+from pipeline.store.location import Location
+from pipeline.sweep import config as sweep_config
+from pipeline.sweep import driver as sweep
+from pipeline.sweep import task as shard_task
 
 REPLAY = 1500
 
@@ -97,7 +98,7 @@ def test_cells_hold_the_spec_fields(deals_report):
         for key in ("n", "wins", "win_rate", "ci_low", "ci_high", "exact", "z"):
             assert key in cell
         assert cell["n"] == 3900 and 0 <= cell["ci_low"] <= cell["win_rate"] <= cell["ci_high"] <= 1
-        exact = report.exact_win_of(Cell(cell["variant"], cell["strategy"], cell["finale"],
+        exact = figures.exact_win_of(Cell(cell["variant"], cell["strategy"], cell["finale"],
                                          cell["order"], cell["depth"]))
         if exact is None:
             assert cell["exact"] is None and cell["z"] is None
@@ -380,3 +381,12 @@ def test_provenance(deals_report):
     assert provenance["deal_scheme"] and provenance["config_hash"] and provenance["runs"]
     assert len(provenance["shard_files_read"]) == 6  # per shard: its rows and its deal facts
     assert os.path.basename(provenance["shard_files_read"][0]).startswith("shard-000000")
+
+
+def test_claims_name_their_source_by_title(deals_report):
+    """The rendered report names each claim's rule page as a reader knows it, the file beside."""
+    text = (Path(deals_report.directory) / "report.md").read_text()
+    for claim in deals_report.document["claims"]:
+        assert claims.source_text(claim["seed_files"]) in text
+    assert '"Clock Patience"' in text and "every rule page" in text
+    assert "SPEC" not in text

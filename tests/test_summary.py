@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 
 from pipeline.engine import kernel, rules
-from pipeline.records import schema, summary
 from pipeline.engine.rules import Cell
+from pipeline.records import schema, summary
 
 SEED = 97
 COUNT = 2600  # 200 blocks of 13
@@ -121,7 +121,8 @@ def test_pairs_are_same_layout_or_same_deal_numbers():
     for a, b in pairs:
         x, y = CELLS[a], CELLS[b]
         assert a < b
-        assert x.order == y.order or (x.variant, x.strategy, x.finale, x.depth) == (y.variant, y.strategy, y.finale, y.depth)
+        same_rules = (x.variant, x.strategy, x.finale, x.depth) == (y.variant, y.strategy, y.finale, y.depth)
+        assert x.order == y.order or same_rules
     per_order = sum(c.order == "round-robin" for c in CELLS)
     assert len(pairs) == 2 * per_order * (per_order - 1) // 2 + per_order
 

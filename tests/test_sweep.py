@@ -18,25 +18,25 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
-import pipeline
+import faults
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-import faults
+from click.testing import CliRunner
 from faults import driver
 from processes import end_processes
-from click.testing import CliRunner
 
+import pipeline
+from pipeline.cli import cli
 from pipeline.engine import deals, kernel
 from pipeline.records import schema, summary
 from pipeline.store import records, validate
-from pipeline.store.plan import Shard
 from pipeline.store.files import expected_schemas, file_problem
 from pipeline.store.location import Location
+from pipeline.store.plan import Shard
+from pipeline.sweep import config as sweep_config
 from pipeline.sweep import driver as sweep
 from pipeline.sweep import task as shard_task
-from pipeline.sweep import config as sweep_config
-from pipeline.cli import cli
 
 SEED = 424242
 N_DEALS = 20_000

@@ -1,4 +1,4 @@
-"""Exact win chances, as rationals computed from first principles (SPEC section 6).
+"""Exact win chances, as rationals computed from first principles (docs/rules.md, exact odds).
 
 Every value here is a `fractions.Fraction` computed by counting; nothing is hard-coded and
 no float is involved. The report compares each Monte Carlo figure with these.
@@ -10,8 +10,8 @@ Standard play ("Score Four"). The cards taken into hand, in the order they are t
 distributed like a uniformly random permutation of the deck read until its fourth king: the
 chain starts at the centre and each card turned sends it to the pile of that card's rank,
 whose next face-down card is, by symmetry of the shuffle, a uniformly random one of the
-cards not yet seen. The chain can only die at the centre, on the fourth king (SPEC section
-3). So with a deck of ``suits`` kings among ``n`` cards, the fourth (last) king is the t-th
+cards not yet seen. The chain can only die at the centre, on the fourth king
+(docs/rules.md). So with a deck of ``suits`` kings among ``n`` cards, the fourth (last) king is the t-th
 card read with chance
 
     P(cards_turned = t) = C(t - 1, suits - 1) / C(n, suits),    t = suits .. n,
@@ -31,7 +31,7 @@ follow the multivariate hypergeometric law
 
 The rescue. A strategy that sees only the counts (`clockwise`, `random`, `most`, `fewest`,
 with the bottom cards face down or, equally, face up but unread) picks an hour pile p with
-d_p > 0, and the hint (SPEC section 5, seed 004) says the rescue then wins with chance
+d_p > 0, and the hint (docs/rules.md, the hint, seed 004) says the rescue then wins with chance
 d_p / U, for `watch` and `one_swap` alike, and for `exchange` at depth `bottom`. Hence
 
     P(win | U) = E[d_p | U] / U,
@@ -57,7 +57,7 @@ computes each from its own definition; the tests check the equality rather than 
 The deal order (round-robin or packets) only renames which layout a deal number gives, so it
 cannot change these chances; the face-up finale only changes what `informed` can see.
 
-Sources: SPEC.md sections 3-6; the "Score Four" reading of Clock Patience (the turned cards
+Sources: docs/rules.md; the "Score Four" reading of Clock Patience (the turned cards
 are a random permutation read to its fourth king); the hint d_p / U of seed 004 (the project
 tests that claim by exhaustive play on small decks, see tests/test_odds.py).
 """
@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from math import comb
 
 from pipeline.engine import rules
@@ -159,7 +159,7 @@ def _check_strategy(strategy: str) -> None:
         )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _chosen_count_totals(strategy: str, ranks: int, suits: int) -> tuple[Fraction, ...]:
     """For each U: the sum over count vectors of weight * E[d_p | counts].
 
@@ -247,7 +247,7 @@ def fraction_text(value: Fraction) -> str:
 
 
 def exact_values() -> list[dict]:
-    """The exact values of SPEC section 6, as the records `clocksweep odds --json` prints."""
+    """The exact values of docs/rules.md, exact odds, as the records `clocksweep odds --json` prints."""
 
     def record(variant: str, strategy: str | None, quantity: str, value: Fraction) -> dict:
         return {

@@ -64,7 +64,7 @@ DEAL_SCHEMA = pa.schema(
 )
 
 
-# Columns every row has (SPEC section 8): written as required, they have no definition levels
+# Columns every row has (docs/results.md): written as required, they have no definition levels
 # to write or read. Any other column, present or future, stays nullable.
 REQUIRED_DEAL_COLUMNS = ("seed", "deal", "order", "variant", "finale", "won", "cards_turned",
                          "down_at_stop")

@@ -60,7 +60,6 @@ import functools
 import threading
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -154,7 +153,7 @@ _HINT_ONE = int(np.searchsorted(HINT_VALUES, np.float32(1))) + 1
 # --- Arrow types: labels as Polars writes an Enum ------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def label_field(name: str) -> pa.Field:
     """The Arrow field of a label column: Polars' own export of an Enum over the rules' names."""
     import polars as pl
@@ -167,7 +166,7 @@ def _label_name(column: str) -> str:
     return column[2:] if column[:2] in ("a_", "b_") else column
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def _label_field_for(column: str) -> pa.Field:
     base = label_field(_label_name(column))
     return pa.field(column, base.type, nullable=True, metadata=base.metadata)

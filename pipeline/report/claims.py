@@ -1,4 +1,4 @@
-"""The seeds' claims (SPEC section 7): each measured, with its interval and a verdict by a stated rule.
+"""The seeds' claims (docs/claims.md): each measured, with its interval and a verdict by a stated rule.
 
 Every claim gives: the seed file(s) it comes from, the claim in the seed's words, the figure
 measured, its 99.9% interval (`stats.CLAIM_CONFIDENCE`: eleven verdicts from one sweep should
@@ -29,22 +29,39 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 from math import comb
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from pipeline.engine import odds, rules
-from pipeline.report import stats
 from pipeline.engine.rules import Cell
+from pipeline.report import stats
 
+# The rule pages the claims were read from: the file (recorded in report.json), and the
+# page's title, by which a reader knows it (docs/claims.md).
 SEED_FILES = {
     "000": "seeds/000_9c29d9ee3d4d562e.txt",
     "001": "seeds/001_63b3aa3b115562ea.txt",
     "003": "seeds/003_3f08b9ca55270cfd.txt",
     "004": "seeds/004_7b9774a89f335a61.txt",
 }
+PAGE_TITLES = {
+    "000": "Clock",
+    "001": "Clock rules",
+    "003": "Clock Patience",
+    "004": "Clock Solitaire Rules: How to Play Clock Patience",
+}
+
+
+def source_text(seed_files: list[str]) -> str:
+    """Where a claim comes from, as a reader would name it: the rule pages' titles."""
+    if len(seed_files) == len(SEED_FILES):
+        return "every rule page"
+    seeds = [seed for seed, path in SEED_FILES.items() if path in seed_files]
+    return "; ".join(f"\"{PAGE_TITLES[seed]}\"" for seed in seeds)
+
 TOLERANCE = 0.005  # half a percentage point
 NEAR_MISS = 3  # "a couple of cards to go": at most this many cards down at the first death
 ORDINARY = 0.05  # an event is "ordinary" if it happens at least this often (not significant at 5%)
@@ -187,7 +204,7 @@ def replay_standard(seed: int, first: int, count: int, order: str) -> Replay:
 def exact_unvisited_win(at_least: int = 2) -> tuple[Fraction, Fraction]:
     """(P(at least k hour ranks unseen when the third king turns up), P(win and that)).
 
-    By the Score Four law (SPEC section 6) the cards turned are a uniformly random
+    By the Score Four law (docs/rules.md, exact odds) the cards turned are a uniformly random
     permutation read to its fourth king. With the third king at position t, the t - 3
     non-kings before it are a uniform subset of the 48; the fourth king then lies uniformly
     in positions t+1..52, and the deal is won when it is at 52.
@@ -203,7 +220,7 @@ def exact_unvisited_win(at_least: int = 2) -> tuple[Fraction, Fraction]:
     return chance, chance_won
 
 
-@lru_cache(maxsize=None)
+@cache
 def _subsets_missing_ranks(size: int, at_least: int) -> int:
     """Subsets of ``size`` of the 48 non-kings in which at least ``at_least`` ranks are absent."""
     return _subsets_by_size_and_absent()[size][at_least:].sum()
@@ -655,8 +672,9 @@ def deal_order_no_change(figures: ClaimFigures) -> Claim:
     )
     pair = None
     for variant in STANDARD_PLAY:
-        a = next((c for c in figures.cells if c.variant == variant and c.order == "round-robin" and c.finale == "down"), None)
-        b = next((c for c in figures.cells if c.variant == variant and c.order == "packets" and c.finale == "down"), None)
+        a, b = (next((c for c in figures.cells
+                      if c.variant == variant and c.order == order and c.finale == "down"), None)
+                for order in ("round-robin", "packets"))
         if a and b:
             pair = (a, b)
             break
@@ -769,5 +787,5 @@ CLAIM_IDS = tuple(function.__name__ for function in CLAIMS)
 
 
 def assess(figures: ClaimFigures) -> list[Claim]:
-    """Every claim of SPEC section 7, measured on the report's figures."""
+    """Every claim of docs/claims.md, measured on the report's figures."""
     return [function(figures) for function in CLAIMS]

@@ -130,7 +130,9 @@ def win_rates(cells: list[dict]) -> bytes | None:
 
 def cards_turned(distribution: dict) -> bytes | None:
     """Observed share of each cards_turned value in standard play against the exact law."""
-    from pipeline.report.stats import p_text  # here: the plots' process is forked before numpy loads
+    from pipeline.report.stats import (
+        p_text,  # here: the plots' process is forked before numpy loads
+    )
 
     rows = distribution.get("rows") or []
     if not rows:

@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
+
 
 def _special():
     """scipy.special, imported on first use. Its distribution functions are the ones
@@ -45,7 +46,7 @@ CLAIM_CONFIDENCE = 0.999  # the claims' verdicts: eleven claims, no refutation b
 MIN_EXPECTED = 5.0
 
 
-@lru_cache(maxsize=None)
+@cache
 def z_of(confidence: float) -> float:
     """The two-sided normal quantile of a confidence level (1.96 for 0.95)."""
     return float(_special().ndtri(0.5 + confidence / 2))

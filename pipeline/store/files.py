@@ -140,7 +140,9 @@ class ShardFileWriter:
     def write_deals(self, seed: int, first: int, results: dict, cells, metadata: dict) -> None:
         """Kernel results for ``cells`` x deals ``first``.. as per-deal rows (`schema.deal_table`)."""
         if self.encoder is None:
-            from pipeline.records import dealfile  # numba: imported where rows are written, not by readers
+            from pipeline.records import (
+                dealfile,  # numba: imported where rows are written, not by readers
+            )
 
             self.encoder = dealfile.DealFileEncoder(self.sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata)
         self.rows += self.encoder.write_batch(seed, first, results, cells)

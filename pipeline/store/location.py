@@ -66,7 +66,7 @@ class Location:
         return [info.base_name for info in self.fs.get_file_info(selector)
                 if info.base_name != LOCK_FILE]
 
-    def lock(self) -> "Lock | None":
+    def lock(self) -> Lock | None:
         """Hold this directory for one driver (local paths; the OS releases it if we die).
 
         Taken before anything in the directory is read, so that what is read stays true while

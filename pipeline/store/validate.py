@@ -8,12 +8,28 @@ import os
 from dataclasses import dataclass
 
 from pipeline.store.files import expected_schemas
-from pipeline.store.layout import (DEALS_TABLE, MANIFEST_FILE, PARTIAL_DIR, RUN_FILE, SHARD_FILE_NAME, SHARDS_DIR,
-                                   STALE_TEMP_NAME, ResultsError, table_names)
+from pipeline.store.layout import (
+    DEALS_TABLE,
+    MANIFEST_FILE,
+    PARTIAL_DIR,
+    RUN_FILE,
+    SHARD_FILE_NAME,
+    SHARDS_DIR,
+    STALE_TEMP_NAME,
+    ResultsError,
+    table_names,
+)
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
-from pipeline.store.records import (checked_entries, entry_shape_problem, read_manifest, read_run,
-                                    run_record_mismatch, shard_problem, version_problem)
+from pipeline.store.records import (
+    checked_entries,
+    entry_shape_problem,
+    read_manifest,
+    read_run,
+    run_record_mismatch,
+    shard_problem,
+    version_problem,
+)
 
 
 @dataclass

@@ -35,7 +35,7 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
     if ray.is_initialized():
         kind = "the Ray session already open in this process"
     else:
-        for source, value in (("--address", address), ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),
+        for source, value in (("--address", address), ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),  # noqa: B007 (used after the loop)
                               ("ray.address", config.ray.get("address")), (None, "local")):
             if value:
                 break

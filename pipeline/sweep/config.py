@@ -37,8 +37,8 @@ import tomllib
 from dataclasses import dataclass, field
 
 from pipeline.engine import rules
-from pipeline.records import identity
 from pipeline.engine.rules import Cell
+from pipeline.records import identity
 
 U64_LIMIT = 1 << 64
 RECORD_MODES = ("deals", "summary")

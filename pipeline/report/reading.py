@@ -1,0 +1,280 @@
+"""The report's reading: a results directory's committed shards summed into the summary tables.
+
+Reading. Only shards the manifest lists, and whose files still verify (size, rows, schema,
+config hash, sha256: `records.shard_problem`), are read; the rest are named in the report.
+Both record modes end in the same summary tables (`pipeline.summary`):
+
+- ``summary`` records are already counts: Polars scans each table's committed files lazily
+  and sums the counts over equal keys (`summary.TABLES`).
+- ``deals`` records (one row per deal x cell) are counted shard by shard, a row group at a
+  time (memory stays bounded by the shard size, never the sweep), by the same counting code
+  the sweep's summary mode runs (`summary.ShardSummary`), then summed in Polars. Shards are
+  checked and counted in parallel threads (pyarrow decodes and numba counts without the GIL).
+  The per-row pass is not a Polars group-by, by measurement on this two-core machine: Polars
+  decodes the dictionary label columns as Categoricals at ~25 ns a row each, and a hash
+  group-by over 10^8 rows took 15-20 s, while the pair and block tables need the rows
+  aligned by deal anyway. Here a label column costs one vectorised comparison per batch (its
+  runs), and a record one pass of numba (~20 ns).
+- The deal facts two claims need (kings at the bottom, hours unvisited at the third king)
+  are counted on standard cells, in each shard's ``facts`` table in both record modes; a
+  sweep without a standard cell gets a replay of its first ``--replay`` deals by the kernel
+  instead (`claims.replay_standard`).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.engine import rules
+from pipeline.engine.rules import Cell
+from pipeline.records import summary
+from pipeline.store import files, layout, location, records, validate
+
+
+class ReportError(ValueError):
+    """RESULTS is not a results directory the report can read; the message says why."""
+
+
+# --- Reading ------------------------------------------------------------------------------
+
+
+@dataclass
+class Loaded:
+    """What the report read: the run record, the shards, the summed summary tables."""
+
+    where: str
+    location: location.Location
+    run: dict
+    mode: str
+    cells: list[Cell]
+    shards_read: list[dict]
+    problems: list[str]
+    tables: dict[str, pl.DataFrame]
+    head_won: dict[Cell, tuple[int, np.ndarray]] = field(default_factory=dict)
+
+
+def run_cells(run: dict) -> list[Cell]:
+    try:
+        return [Cell(c["variant"], c.get("strategy"), c["finale"], c["order"], c.get("depth"))
+                for c in run.get("cells", [])]
+    except (KeyError, TypeError, rules.RuleError) as error:
+        raise ReportError(f"run.json: its cells are not cells of the rules ({error})") from None
+
+
+def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
+    """Read a results directory into summed summary tables (see the module docstring).
+
+    ``head``: in per-deal mode, keep the recorded wins of the first ``head`` deals of each
+    standard cell, for the replay check.
+    """
+    try:
+        results = validate.open_results(where)
+    except layout.ResultsError as error:
+        raise ReportError(str(error)) from None
+    location, run = results.location, results.run
+    mode = run.get("record") or run["config"].get("record")
+    if mode not in ("deals", "summary"):
+        raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
+    if results.unusable:  # run.json or the whole manifest: nothing in it can be trusted
+        raise ReportError(f"{where}: {results.unusable}")
+    if results.manifest_missing:
+        raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
+    cells = run_cells(run)
+    config_hash = run["config_hash"]
+    schemas = files.expected_schemas(mode)
+    plan = results.plan
+    committed = [results.entries[index] for index in sorted(results.entries)]
+
+    def verified(entry: dict) -> str | None:
+        return records.shard_problem(location, entry, plan[entry["index"]], config_hash, schemas)
+
+    workers = workers or min(len(committed), os.cpu_count() or 1) or 1
+    decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
+    head_won: dict[Cell, tuple[int, np.ndarray]] = {}
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            if mode == "summary":
+                problems_found = list(pool.map(verified, committed))
+                entries = [e for e, problem in zip(committed, problems_found) if not problem]
+                results_read = None
+            else:
+                # Each worker checks its shard, then counts it: sha256 and decoding side by side.
+                def verified_shard(entry):
+                    problem = verified(entry)
+                    if problem:
+                        return problem, None
+                    try:
+                        return None, _deal_shard(location, entry, cells, head, decode_threads)
+                    except (ValueError, pa.ArrowException) as error:
+                        return f"unreadable records: {error}", None
+
+                outcome = list(pool.map(verified_shard, committed))
+                problems_found = [problem for problem, _ in outcome]
+                entries = [e for e, (problem, _) in zip(committed, outcome) if not problem]
+                results_read = [result for problem, result in outcome if not problem]
+        problems = [problem if index is None else f"shard {index} not read: {problem}"
+                    for index, problem in results.problems if index not in results.entries]
+        problems += [f"shard {index}: {problem}" for index, problem in results.problems
+                     if index in results.entries]  # listed twice, identically: read once
+        problems += [f"shard {e['index']} not read: {p}" for e, p in zip(committed, problems_found) if p]
+        if not entries:
+            raise ReportError(f"{where}: no committed shard verifies, nothing to report"
+                              + (f" ({problems[0]})" if problems else ""))
+        if mode == "summary":
+            tables = _summed_summary(location, entries)
+        else:
+            tables, head_won = _summed_deals(results_read)
+            tables.update(_summed_summary(location, entries, [layout.FACTS_TABLE]))
+    except (OSError, pl.exceptions.PolarsError) as error:
+        # The files changed under the report (a run started over there, or a disk failed).
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ReportError(f"{where}: the results changed or failed while being read "
+                          f"({first_line}); rerun the report once no run is writing there") from None
+    return Loaded(where, location, run, mode, cells, entries, problems, tables, head_won)
+
+
+def _group_columns(table: str) -> list[str]:
+    keys, _ = summary.TABLES[table]
+    return list(keys) if table == "pairs" else list(summary.LABEL_COLUMNS) + list(keys)
+
+
+def _sum_frames(table: str, frame: pl.LazyFrame) -> pl.DataFrame:
+    group = _group_columns(table)
+    counts = list(summary.TABLES[table][1])
+    return (frame.group_by(group).agg(pl.col(counts).sum())
+            .sort(group, nulls_last=False).collect())
+
+
+def _summed_summary(location: location.Location, entries: list[dict],
+                    names=tuple(summary.TABLES)) -> dict[str, pl.DataFrame]:
+    """Summary tables ``names`` summed over the shards' files of them."""
+    tables = {}
+    for table in names:
+        uris = [location.uri(r["path"]) for e in entries for r in e["files"] if r["table"] == table]
+        if not uris:
+            tables[table] = pl.from_arrow(summary.SCHEMAS[table].empty_table())
+            continue
+        tables[table] = _sum_frames(table, pl.scan_parquet(uris))
+    return tables
+
+
+def _summed_deals(results):
+    """Per-shard summary tables (and recorded head wins) of per-deal shards, summed."""
+    tables = {}
+    for table in summary.TABLES:
+        frame = pl.concat([pl.from_arrow(part[table]) for part, _ in results], how="vertical")
+        tables[table] = _sum_frames(table, frame.lazy())
+    head_won: dict[Cell, tuple[int, np.ndarray]] = {}
+    for _, heads in results:
+        for cell, (first, won) in heads.items():
+            if cell in head_won:
+                start, have = head_won[cell]
+                if start + len(have) == first:
+                    head_won[cell] = (start, np.concatenate([have, won]))
+            else:
+                head_won[cell] = (first, won)
+    return tables, head_won
+
+
+def _label_codes(column: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A label column of a row batch: (dictionary index per row, index in the rules' names
+    per dictionary entry, then the names' count for null)."""
+    names = rules.AXES[name]
+    n = len(column)
+    if column.null_count == n:
+        return np.zeros(n, dtype=np.int8), np.array([len(names)])
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    dictionary = column.dictionary.to_pylist()
+    unknown = [v for v in dictionary if v not in names]
+    if unknown:
+        raise ValueError(f"{name}: {unknown[0]!r} is not a name of the rules")
+    indices = column.indices
+    if column.null_count:
+        indices = pc.fill_null(indices, len(dictionary))
+    return (indices.to_numpy(zero_copy_only=False),
+            np.array([names.index(v) for v in dictionary] + [len(names)]))
+
+
+def _batch_runs(batch, cell_lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A row batch's rows as runs of one cell: (cell index per run, starts, ends).
+
+    Labels come in long runs (a writer writes a cell's deals together), so each label's
+    changes are found by one vectorised comparison and only run starts are looked up.
+    """
+    n = batch.num_rows
+    labels = [(name, *_label_codes(batch.column(name), name)) for name in summary.LABEL_COLUMNS]
+    change = np.unique(np.concatenate(
+        [np.flatnonzero(index[1:] != index[:-1]) + 1 for _, index, _ in labels]))
+    starts = np.concatenate(([0], change)).astype(np.int64)
+    ends = np.concatenate((change, [n])).astype(np.int64)
+    code = np.zeros(len(starts), dtype=np.int64)
+    for (_, index, lut), radix in zip(reversed(labels), reversed(summary.LABEL_RADICES)):
+        code = code * int(radix) + lut[index[starts].astype(np.int64)]
+    return cell_lut[code], starts, ends
+
+
+def _filled(column: pa.Array, fill, dtype) -> np.ndarray:
+    if column.null_count:
+        column = pc.fill_null(column, fill)
+    return column.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+DEAL_COLUMNS = ["deal", *summary.LABEL_COLUMNS, "won", "cards_turned", "down_at_stop",
+                "rescue_pile", "hint", "restarts", "stray_deaths"]
+
+
+def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):
+    """The file's rows as record batches, a row group at a time (cheaper than `iter_batches`);
+    decoded on Arrow's threads, or on this one (when shards are read side by side already)."""
+    for group in range(parquet.num_row_groups):
+        yield from parquet.read_row_group(group, columns=columns, use_threads=threads).to_batches()
+
+
+def _deal_shard(location, entry, cells, head, decode_threads):
+    """One per-deal shard counted into summary tables (plus the first ``head`` wins of standard cells)."""
+    first, last = int(entry["first"]), int(entry["last"])
+    shard = summary.ShardSummary(cells, first, last - first + 1)
+    cell_lut = summary.label_code_lut(cells)
+    for record in entry["files"]:
+        if record["table"] != layout.DEALS_TABLE:
+            continue
+        with location.fs.open_input_file(location.full(record["path"])) as file:
+            parquet = pq.ParquetFile(file)
+            for batch in _row_batches(parquet, DEAL_COLUMNS, decode_threads):
+                try:
+                    run_cells, starts, ends = _batch_runs(batch, cell_lut)
+                    columns = (
+                        (batch.column("deal").to_numpy() - np.uint64(first)).view(np.int64),
+                        batch.column("won").to_numpy(zero_copy_only=False),
+                        _filled(batch.column("cards_turned"), 0, np.int8),
+                        _filled(batch.column("down_at_stop"), 0, np.int8),
+                        _filled(batch.column("rescue_pile"), 0, np.int8),
+                        _filled(batch.column("hint"), 0.0, np.float32),
+                        _filled(batch.column("restarts"), -1, np.int8),
+                        _filled(batch.column("stray_deaths"), -1, np.int8),
+                    )
+                    if (run_cells < 0).any():
+                        raise ValueError("rows of a cell the run does not list")
+                    if len(starts) > max(1024, batch.num_rows // 256):  # rows not grouped by cell
+                        shard.add_rows(np.repeat(run_cells, ends - starts), *columns)
+                    else:
+                        shard.add_runs(run_cells, starts, ends, *columns)
+                except ValueError as error:
+                    raise ValueError(f"{record['path']}: {error}") from None
+    heads = {}
+    if head:
+        for index, cell in enumerate(cells):
+            if rules.wins_as_standard(cell.variant):
+                keep = min(head, shard.count)
+                if shard.present[index, :keep].all():
+                    heads[cell] = (first, shard.won[index, :keep].copy())
+    return shard.tables(), heads
