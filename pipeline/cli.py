@@ -238,6 +238,8 @@ def validate(results_path):
         raise InputError(str(error)) from None
     for problem in problems:
         click.echo(f"problem: {problem}")
+    for note in figures.get("notes", []):
+        click.echo(f"note: {note}")
     per_row = figures["bytes_per_row"]
     broken = f", {figures['broken']} with problems" if figures["broken"] else ""
     click.echo(f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "

@@ -237,7 +237,7 @@ def test_bench_seconds_must_be_a_number():
     assert result.exit_code == 2 and "nan" in result.output and "Traceback" not in result.output
 
 
-RUN_RECORD = {"config": {"first": 0, "deals": 10, "shard_size": 10, "record": "deals"},
+RUN_RECORD = {"config": {"seed": 1, "first": 0, "deals": 10, "shard_size": 10, "record": "deals", "grid": {}},
               "cells": [], "config_hash": "h", "record": "deals"}
 
 

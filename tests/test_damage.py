@@ -237,6 +237,18 @@ def _foreign_file(out: Path, other: Path):
     return ["shards/deals/notes.txt"], [out / "shards" / "deals" / "notes.txt"]
 
 
+def _partial_link(out: Path, other: Path):
+    other.mkdir()
+    (other / "theirs.txt").write_text("another tool's file\n")
+    os.symlink(other, out / "shards" / ".partial")
+    return ["shards/.partial"], [other / "theirs.txt"]
+
+
+def _partial_file(out: Path, other: Path):
+    (out / "shards" / ".partial").write_text("not a directory\n")
+    return ["shards/.partial"], [out / "shards" / ".partial"]
+
+
 def _shards_link(out: Path, other: Path):
     other.mkdir()
     shutil.move(out / "shards", other / "shards")
@@ -245,8 +257,8 @@ def _shards_link(out: Path, other: Path):
     return ["shards"], [other / "shards" / "extra.txt"]
 
 
-@pytest.mark.parametrize("damage", [_alias, _loop, _outside, _foreign_file, _shards_link],
-                         ids=["alias", "loop", "outside", "foreign_file", "shards_link"])
+@pytest.mark.parametrize("damage", [_alias, _loop, _outside, _foreign_file],
+                         ids=["alias", "loop", "outside", "foreign_file"])
 def test_cleanup_follows_no_link_and_deletes_nothing_committed(damage, results, config_file,
                                                                tmp_path, expected):
     shas = committed_files_now(results)
@@ -262,6 +274,26 @@ def test_cleanup_follows_no_link_and_deletes_nothing_committed(damage, results, 
         assert said, f"{relative} not named as left alone: {rerun.stderr}"
     assert f"{N_SHARDS} already committed" in rerun.stderr and "0 played" in rerun.stderr
     assert content(results, committed_only=True).equals(expected)
+
+
+@pytest.mark.parametrize("damage", [_shards_link, _partial_link, _partial_file],
+                         ids=["shards_link", "partial_link", "partial_file"])
+def test_links_where_files_of_ours_go_are_refused(damage, results, config_file, tmp_path):
+    """`shards` or `shards/.partial` a link (to another disk, say) or a file: what lies behind
+    a link could be neither cleaned up nor checked, so the run refuses in one line, and
+    deletes nothing, there or behind the link."""
+    shas = committed_files_now(results) if damage is not _shards_link else None
+    manifest = read_manifest(results)
+    manifest["shards"] = manifest["shards"][:-1]  # a shard to play, so a task would write
+    write_manifest(results, manifest)
+    named, kept = damage(results, tmp_path / "other")
+    before = {p: p.read_bytes() for p in kept}
+    line = one_line_error(run_into(config_file, results), named[0])
+    assert "move it away" in line
+    assert before == {p: p.read_bytes() for p in kept}
+    assert os.path.lexists(results / named[0])
+    if shas is not None:
+        assert_files_kept(results, {path: shas[path] for path in committed_files_now(results)})
 
 
 # --- [layout] A directory where a shard file goes ---------------------------------------------
@@ -613,3 +645,137 @@ def test_report_link_removed_not_followed(results, config_file, tmp_path, expect
     assert not os.path.lexists(results / "report")
     assert (theirs / "keep.txt").read_text() == "the user's\n"
     assert content(results).equals(expected)
+
+
+# --- Found by probing the fixes: links planted where clocksweep writes, more damaged records ---
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hardlink", "directory"])
+def test_a_lock_file_not_ours_is_refused_and_untouched(plant, results, config_file, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's\n")
+    (results / ".lock").unlink()
+    if plant == "symlink":
+        os.symlink(victim, results / ".lock")
+    elif plant == "hardlink":
+        os.link(victim, results / ".lock")
+    else:
+        (results / ".lock").mkdir()
+    one_line_error(run_into(config_file, results), ".lock", "move it away")
+    assert victim.read_text() == "the user's\n"
+
+
+def test_a_foreign_directory_keeps_its_own_lock_file(config_file, tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / ".lock").write_text("keep\n")
+    (theirs / "data.csv").write_text("1,2\n")
+    one_line_error(run_into(config_file, theirs), "not a clocksweep results directory")
+    assert (theirs / ".lock").read_text() == "keep\n"
+    assert sorted(p.name for p in theirs.iterdir()) == [".lock", "data.csv"]
+
+
+def test_links_at_temporary_names_are_not_written_through(results, config_file, tmp_path, expected):
+    """run.json and the manifest are written to a new temporary name of their own: a link
+    planted at a name a driver of this pid used to take is not followed."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's\n")
+    for name in ("run.json", "manifest.json"):
+        os.symlink(victim, results / f".{name}.{os.getpid()}.tmp")
+    manifest = read_manifest(results)
+    manifest["shards"] = manifest["shards"][:-1]
+    write_manifest(results, manifest)
+    rerun = run_ok(config_file, results)
+    assert victim.read_text() == "the user's\n"
+    assert "left alone" in rerun.stderr and f".run.json.{os.getpid()}.tmp" in rerun.stderr
+    assert content(results).equals(expected)
+
+
+def test_a_shard_whose_file_cannot_be_put_in_place_is_not_committed(results, config_file,
+                                                                      tmp_path, expected):
+    """A directory appears at a shard's path mid-run: that shard fails (named, retried, given
+    up), every other shard is committed, and a rerun once it is gone completes the sweep."""
+    import threading
+
+    import faults
+
+    manifest = read_manifest(results)
+    manifest["shards"] = [e for e in manifest["shards"] if e["index"] not in (1, 3)]
+    write_manifest(results, manifest)
+    for index in (1, 3):
+        for table in ("deals", "facts"):
+            (results / shard_path(index, table)).unlink()
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    blocker = results / shard_path(3)
+
+    def block_when_shard_3_runs():
+        for _ in range(1200):
+            if list(pids.glob("shard-3.attempt-1.pid")):
+                blocker.mkdir()
+                return
+            threading.Event().wait(0.05)
+
+    thread = threading.Thread(target=block_when_shard_3_runs)
+    thread.start()
+    failed = CliRunner().invoke(cli, ["run", str(config_file), f"--set=output={results}",
+                                      "--set=ray.max_retries=1"],
+                                obj={"task": faults.pausing(0.3, str(pids))})
+    thread.join()
+    assert failed.exit_code == 1, failed.output
+    assert "shard 3 (12000-15999) failed, attempt 2 of 2: its files could not be put in place" \
+        in failed.stderr and "giving up" in failed.stderr
+    assert sorted(e["index"] for e in read_manifest(results)["shards"]) == [0, 1, 2, 4]
+    assert not list((results / "shards").glob(".partial/**/*.tmp"))
+    blocker.rmdir()
+    run_ok(config_file, results)
+    assert validate_cli(results).exit_code == 0
+    assert content(results).equals(expected)
+
+
+@pytest.mark.parametrize("name", ["run.json", "manifest.json"])
+def test_deeply_nested_records_are_one_line(name, results):
+    (results / name).write_text("[" * 100_000 + "]" * 100_000)
+    for command in ("validate", "report"):
+        result = CliRunner().invoke(cli, [command, str(results)])
+        if name == "manifest.json" and command == "validate":
+            assert result.exit_code == 1 and "nested too deeply" in result.output, result.output
+            continue
+        one_line_error(result, name, "nested too deeply")
+
+
+@pytest.mark.parametrize("damage", [
+    ("config.record deleted", lambda run: run["config"].pop("record")),
+    ("a run's ray a string", lambda run: run["runs"][0].update(ray="x")),
+    ("a run's nodes a number", lambda run: run["runs"][0]["ray"].update(nodes=3)),
+], ids=lambda d: d[0] if isinstance(d, tuple) else d)
+def test_more_malformed_run_records(damage, results):
+    run = json.loads((results / "run.json").read_text())
+    damage[1](run)
+    (results / "run.json").write_text(json.dumps(run))
+    for command in ("validate", "report"):
+        one_line_error(CliRunner().invoke(cli, [command, str(results)]), "run.json")
+
+
+def test_foreign_things_at_the_top_are_named_and_left(results, config_file):
+    (results / "notes.txt").write_text("mine\n")
+    os.symlink("/etc", results / "etc-link")
+    rerun = run_ok(config_file, results)
+    assert "left alone: notes.txt" in rerun.stderr and "left alone: etc-link" in rerun.stderr
+    checked = validate_cli(results)
+    assert checked.exit_code == 0, checked.output
+    assert "note: notes.txt" in checked.output and "note: etc-link" in checked.output
+    assert (results / "notes.txt").read_text() == "mine\n" and os.path.islink(results / "etc-link")
+
+
+def test_validate_while_a_run_starts(tmp_path):
+    """A run holds the lock but has not written run.json yet: validate says so."""
+    import fcntl
+
+    out = tmp_path / "R"
+    out.mkdir()
+    with open(out / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        one_line_error(validate_cli(out), "pid 4242", "has not written run.json yet")

@@ -395,6 +395,8 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
     assert 2 <= committed < 10
 
     resumed = run_ok(config_file, out, "shard_size=2000")
+    statuses = [run["status"] for run in json.loads((out / "run.json").read_text())["runs"]]
+    assert statuses == ["died", "complete"]  # the killed run is named as such, not "running"
     assert f"{committed} already committed" in resumed.stderr
     assert f"{10 - committed} played" in resumed.stderr
     assert validate_cli(out).exit_code == 0

@@ -24,6 +24,7 @@ from pipeline.report.figures import Z_FLAG, Figures, make_replay
 from pipeline.report.reading import Loaded, ReportError, load
 from pipeline.report.render import document_blocks, to_html, to_markdown
 from pipeline.store import layout
+from pipeline.store.location import os_error_text
 
 REPORT_VERSION = "clocksweep-report/1"
 DEFAULT_REPLAY = 100_000
@@ -155,7 +156,13 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
     except OSError as error:
         raise ReportError(f"{'--out: ' if out is not None else ''}{directory}: cannot write a "
                           f"report there ({error.strerror or error})") from None
-    write_all(directory, document, figures, finish_plots)
+    try:
+        write_all(directory, document, figures, finish_plots)
+    except OSError as error:
+        if out is None:  # RESULTS/report is ours: no half-written report is left to be read
+            loaded.location.delete(layout.REPORT_DIR)
+        raise ReportError(f"{'--out: ' if out is not None else ''}{directory}: cannot write "
+                          f"the report ({os_error_text(error)})") from None
     lap("write")
     return Report(loaded, figures, claims, document, directory, timings)
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from pipeline.engine import rules
 from pipeline.records import schema
 from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, METADATA_KEY, PARTIAL_DIR, TEMP_SUFFIX
-from pipeline.store.location import Location
+from pipeline.store.location import Location, exclusive
 from pipeline.store.plan import Shard
 
 # pyarrow's writer (the count tables): a table is cut into row groups of this many rows, large
@@ -124,7 +124,7 @@ class ShardFileWriter:
             self.staged = (f"{PARTIAL_DIR}/{table}/{os.path.basename(relative)}."
                            f"{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
             os.makedirs(os.path.dirname(location.full(self.staged)), exist_ok=True)
-            raw = open(location.full(self.staged), "wb")
+            raw = open(exclusive(location.full(self.staged)), "wb")
         else:
             self.staged = None
             location.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)

@@ -37,7 +37,8 @@ TEMP_SUFFIX = ".tmp"
 # A committed shard file's name (see Shard.stem), and a temporary file of run.json or the
 # manifest left by a process that died while writing it.
 SHARD_FILE_NAME = re.compile(r"shard-(\d{6,})_deals-(\d+)-(\d+)\.parquet")
-STALE_TEMP_NAME = re.compile(rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+{re.escape(TEMP_SUFFIX)}")
+STALE_TEMP_NAME = re.compile(
+    rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+(-[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}")
 
 
 

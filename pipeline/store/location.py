@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import stat
 
@@ -70,39 +71,65 @@ class Location:
         """Hold this directory for one driver (local paths; the OS releases it if we die).
 
         Taken before anything in the directory is read, so that what is read stays true while
-        the lock is held. Gives the `Lock`, to keep; ResultsError if another run holds it.
-        Object stores have no such lock: one driver per output there is the user's affair.
+        the lock is held; the driver writes its pid into it (`Lock.claim`) only once the
+        directory is known to be one it may use. Gives the `Lock`, to keep; ResultsError if
+        another run holds it, or if ``.lock`` is not a lock file of ours (a link, a directory,
+        a file with other names). Object stores have no such lock: one driver per output there
+        is the user's affair.
         """
         if not self.is_local:
             return None
         import fcntl
 
-        made_directory = not os.path.exists(self.root)
-        made_file = made_directory or not os.path.lexists(self.full(LOCK_FILE))
+        path = self.full(LOCK_FILE)
+        made_directory = not os.path.lexists(self.root)
+        try:
+            found = os.lstat(path)
+        except FileNotFoundError:
+            found = None
+        except OSError as error:  # e.g. the output is under a file
+            raise ResultsError(f"output: {self.where}: cannot write there "
+                               f"({os_error_text(error)})") from None
+        if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_nlink > 1):
+            what = ("a file with other names (a hard link)" if stat.S_ISREG(found.st_mode)
+                    else article_of(found.st_mode))
+            raise ResultsError(f"output: {self.where}: {LOCK_FILE} is {what}, not a clocksweep "
+                               "lock file; move it away")
         try:
             os.makedirs(self.root, exist_ok=True)
-            handle = open(self.full(LOCK_FILE), "a+")
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as error:
+            if made_directory:
+                _remove_quietly(self.root, directory=True)
             raise ResultsError(f"output: {self.where}: cannot write there "
-                               f"({error.strerror or error})") from None
+                               f"({os_error_text(error)})") from None
+        lock = Lock(self, descriptor, made_directory, found is None)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            handle.close()
+            holder = os.pread(descriptor, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(descriptor)
             raise ResultsError(f"output: {self.where} is in use by another clocksweep run "
                                f"(pid {holder}); wait for it, or choose another output") from None
+        return lock
+
+    def held_by(self) -> str | None:
+        """The pid (as written, or '?') of a run that holds this directory now, or None."""
+        import fcntl
+
+        if not self.is_local:
+            return None
         try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-        except OSError as error:  # a full disk
-            handle.close()
-            raise ResultsError(f"output: {self.where}: cannot write there "
-                               f"({error.strerror or error})") from None
-        return Lock(self, handle, made_directory, made_file)
+            descriptor = os.open(self.full(LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None
+        except BlockingIOError:
+            return os.pread(descriptor, 64, 0).decode(errors="replace").strip() or "?"
+        finally:
+            os.close(descriptor)
 
     def relative(self, full: str) -> str:
         return full[len(self.root) + 1 :]
@@ -132,18 +159,17 @@ class Location:
     @staticmethod
     def _write_local(final: str, data: bytes) -> None:
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        temp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}{TEMP_SUFFIX}"
+        # A new name of our own (O_EXCL, no link followed): nothing planted there is written.
+        temp = (f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}-"
+                f"{secrets.token_hex(4)}{TEMP_SUFFIX}")
         try:
-            with open(temp, "wb") as file:
+            with open(exclusive(temp), "wb") as file:
                 file.write(data)
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temp, final)
         except BaseException:
-            try:
-                os.remove(temp)
-            except OSError:
-                pass
+            _remove_quietly(temp)
             raise
 
     def delete(self, relative: str) -> None:
@@ -198,23 +224,53 @@ class Location:
 class Lock:
     """A results directory held for one driver (see `Location.lock`)."""
 
-    def __init__(self, location: Location, handle, made_directory: bool, made_file: bool):
-        self.location, self.handle = location, handle
+    def __init__(self, location: Location, descriptor: int, made_directory: bool, made_file: bool):
+        self.location, self.descriptor = location, descriptor
         self.made_directory, self.made_file = made_directory, made_file
+        self.claimed = False
+
+    def claim(self) -> None:
+        """Write this driver's pid into the lock file, for a second driver's refusal to name."""
+        pid = str(os.getpid()).encode()
+        try:
+            os.ftruncate(self.descriptor, 0)
+            os.pwrite(self.descriptor, pid, 0)
+        except OSError as error:
+            raise ResultsError(f"output: {self.location.where}: cannot write {LOCK_FILE} "
+                               f"({os_error_text(error)})") from None
+        self.claimed = True
 
     def release(self, refused: bool = False) -> None:
         """Let the directory go. ``refused``: the run wrote nothing, so what taking the lock
         created (the lock file, the directory) is removed too."""
         try:
-            self.handle.seek(0)
-            self.handle.truncate()  # no pid of a run that has ended
+            if self.claimed:
+                os.ftruncate(self.descriptor, 0)  # no pid of a run that has ended
             if refused and self.made_file:
                 os.remove(self.location.full(LOCK_FILE))
                 if self.made_directory:
                     os.rmdir(self.location.root)
         except OSError:
             pass
-        self.handle.close()
+        os.close(self.descriptor)
+
+
+def article_of(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
+def _remove_quietly(path: str, directory: bool = False) -> None:
+    try:
+        os.rmdir(path) if directory else os.remove(path)
+    except OSError:
+        pass
+
+
+def exclusive(path: str) -> int:
+    """A new file at ``path``, opened for writing: never one already there, nor through a link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
 def os_error_text(error: OSError) -> str:

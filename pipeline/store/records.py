@@ -141,9 +141,13 @@ def run_record_problem(run) -> str | None:
     config = run.get("config")
     if not isinstance(config, dict):
         return "it has no config"
-    for key, least in (("first", 0), ("deals", 1), ("shard_size", 1)):
+    for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
         if not _is_count(config.get(key), least):
             return f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
+    if config.get("record") not in ("deals", "summary"):
+        return f"config.record is {config.get('record')!r}, not deals or summary"
+    if not isinstance(config.get("grid"), dict):
+        return f"config.grid is {config.get('grid')!r}, not a table of the grid's axes"
     if not isinstance(run.get("cells"), list) or not all(isinstance(c, dict) for c in run["cells"]):
         return "it has no list of cells"
     if not isinstance(run.get("config_hash"), str):
@@ -151,6 +155,11 @@ def run_record_problem(run) -> str | None:
     runs = run.get("runs", [])
     if not isinstance(runs, list) or not all(isinstance(record, dict) for record in runs):
         return f"runs is {runs!r}, not a list of run records"
+    for record in runs:
+        ray = record.get("ray")
+        if ray is not None and not (isinstance(ray, dict)
+                                    and isinstance(ray.get("nodes", []), list)):
+            return f"a run's ray is {ray!r}, not a record of a Ray cluster"
     shards = run.get("shards", {"count": 1, "size": 1})
     if not isinstance(shards, dict) or not all(_is_count(shards.get(k), 1) for k in ("count", "size")):
         return f"shards is {shards!r}, not an object with a count and a size"
@@ -202,6 +211,9 @@ def _read_record(location: Location, name: str, what: str):
         return location.read_json(name)
     except (ValueError, UnicodeDecodeError):
         raise ResultsError(f"{location.where}: {name} is not valid JSON") from None
+    except RecursionError:
+        raise ResultsError(f"{location.where}: {name} is not a record of ours (nested too "
+                           "deeply)") from None
     except OSError as error:
         raise ResultsError(f"{location.where}: {name} cannot be read "
                            f"({os_error_text(error)})") from None
@@ -234,13 +246,14 @@ class Manifest:
 
     A shard is committed when the manifest that lists it is written; its local files are
     renamed into place from PARTIAL_DIR just before (and back, if that write fails), so that
-    a table's directory holds committed files only but for the moment between the two.
+    a table's directory holds committed files only but for the moment between the two. A
+    shard whose files cannot be put in place is not committed: `flush` gives it back.
     """
 
     def __init__(self, location: Location, config_hash: str):
         self.location, self.config_hash = location, config_hash
         self.entries: dict[int, dict] = {}
-        self.staged: list[tuple[str, str]] = []  # (staged, final) of entries not yet written
+        self.staged: dict[int, list[tuple[str, str]]] = {}  # (staged, final), not yet in place
         self.dirty = True
         self.last_write = 0.0
 
@@ -258,10 +271,10 @@ class Manifest:
         return problems
 
     def commit(self, entry: dict) -> None:
-        for record in entry["files"]:
-            staged = record.pop("staged", None)
-            if staged is not None:
-                self.staged.append((staged, record["path"]))
+        pairs = [(record.pop("staged"), record["path"]) for record in entry["files"]
+                 if "staged" in record]
+        if pairs:
+            self.staged[entry["index"]] = pairs
         self.entries[entry["index"]] = entry
         self.dirty = True
 
@@ -274,27 +287,47 @@ class Manifest:
     def committed_paths(self) -> set[str]:
         return {record["path"] for entry in self.entries.values() for record in entry["files"]}
 
-    def flush(self, at_most_every: float = 0.0) -> None:
+    def _move(self, pairs, back: bool = False) -> None:
+        for staged, final in reversed(pairs) if back else pairs:
+            source, target = (final, staged) if back else (staged, final)
+            if not back:
+                os.makedirs(os.path.dirname(self.location.full(target)), exist_ok=True)
+            os.replace(self.location.full(source), self.location.full(target))
+
+    def flush(self, at_most_every: float = 0.0) -> list[tuple[int, str]]:
         """Put staged files in place and write the manifest, if it changed and not more often
-        than ``at_most_every`` seconds. ResultsError if it cannot be written (a full disk)."""
+        than ``at_most_every`` seconds. Gives (index, why) of the shards whose files could not
+        be put in place, which are not committed; ResultsError if the manifest cannot be
+        written (a full disk), the files then back where they were."""
         import time
 
         if not self.dirty or time.monotonic() - self.last_write < at_most_every:
-            return
-        moved = []
+            return []
+        rejected, moved = [], []
+        for index, pairs in list(self.staged.items()):
+            try:
+                self._move(pairs)
+                moved.append((index, pairs))
+            except OSError as error:
+                try:
+                    self._move([pair for pair in pairs
+                                if os.path.lexists(self.location.full(pair[1]))
+                                and not os.path.lexists(self.location.full(pair[0]))], back=True)
+                except OSError:
+                    pass
+                del self.entries[index], self.staged[index]
+                rejected.append((index, f"its files could not be put in place "
+                                        f"({os_error_text(error)})"))
         try:
-            for staged, final in self.staged:
-                os.makedirs(os.path.dirname(self.location.full(final)), exist_ok=True)
-                os.replace(self.location.full(staged), self.location.full(final))
-                moved.append((staged, final))
             self.location.write_json(MANIFEST_FILE, self.as_dict())
         except BaseException:
-            for staged, final in reversed(moved):  # not committed: not in place either
+            for _, pairs in reversed(moved):  # not committed: not in place either
                 try:
-                    os.replace(self.location.full(final), self.location.full(staged))
+                    self._move(pairs, back=True)
                 except OSError:
                     pass
             raise
         self.staged.clear()
         self.dirty = False
         self.last_write = time.monotonic()
+        return rejected

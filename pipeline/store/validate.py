@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from pipeline.store.files import expected_schemas
 from pipeline.store.layout import (
     DEALS_TABLE,
+    LOCK_FILE,
     MANIFEST_FILE,
     PARTIAL_DIR,
+    REPORT_DIR,
     RUN_FILE,
     SHARD_FILE_NAME,
     SHARDS_DIR,
@@ -46,6 +48,9 @@ class Survey:
     @property
     def removable(self) -> list[str]:
         return self.uncommitted + self.partial + self.stale
+
+
+TOP_NAMES = (RUN_FILE, MANIFEST_FILE, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
 
 
 def survey(location: Location, committed: set[str]) -> Survey:
@@ -83,16 +88,21 @@ def survey(location: Location, committed: set[str]) -> Survey:
     for entry in entries(""):
         if STALE_TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
             found.stale.append(entry.name)
+        elif entry.name not in TOP_NAMES:
+            found.foreign.append((entry.name, what(entry.name)))
+    # Shard files are kept inside the results directory, where clean-up may reach them: a
+    # link (to another disk, say) would leave what lies behind it neither cleaned nor checked.
     top = location.kind(SHARDS_DIR)
-    if top == "link":
-        found.foreign.append((SHARDS_DIR, "a symbolic link: nothing is cleaned up through it"))
-        return found
     if top not in ("directory", "missing"):
         found.blocking.append((SHARDS_DIR, what(SHARDS_DIR)))
         return found
+    if location.kind(PARTIAL_DIR) not in ("directory", "missing"):
+        found.blocking.append((PARTIAL_DIR, what(PARTIAL_DIR)))
     for entry in entries(SHARDS_DIR):
         path = f"{SHARDS_DIR}/{entry.name}"
-        if path == PARTIAL_DIR and location.kind(path) == "directory":
+        if path == PARTIAL_DIR:
+            if location.kind(path) != "directory":
+                continue
             pending = [PARTIAL_DIR]
             while pending:
                 folder = pending.pop()
@@ -151,6 +161,10 @@ def open_results(where: str | Location) -> Results:
         raise ResultsError(f"{location.where}: no such directory")
     run = read_run(location)
     if run is None:
+        holder = location.held_by()
+        if holder is not None:
+            raise ResultsError(f"{location.where}: a clocksweep run (pid {holder}) is starting "
+                               f"there and has not written {RUN_FILE} yet; try again shortly")
         raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
     config = run["config"]
     plan = plan_shards(config["first"], config["deals"], config["shard_size"])
@@ -231,8 +245,11 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
                         "would see it; rerun to clean up)")
     for path in found.partial + found.stale:
         problems.append(f"{path}: left by an interrupted run (rerun to clean up)")
+    notes = []
     for path, what in found.foreign + found.blocking:
-        problems.append(f"{path}: {what}, not written by clocksweep (runs leave it alone)")
+        line = f"{path}: {what}, not written by clocksweep (runs leave it alone)"
+        # Under shards/ a reader of a table's directory may meet it; at the top, no reader does.
+        (problems if path.startswith(SHARDS_DIR + "/") or path == SHARDS_DIR else notes).append(line)
     figures = {
         "shards": plan.count,
         "committed": len(listed),
@@ -243,5 +260,6 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
         "rows": rows,
         "bytes": size,
         "bytes_per_row": row_bytes / rows if rows else None,  # of the per-deal files
+        "notes": notes,
     }
     return problems, figures

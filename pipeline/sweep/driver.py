@@ -133,8 +133,10 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
                                        f"({(str(error).strip().splitlines() or [''])[0]})") from None
         if found.blocking:
             path, what = found.blocking[0]
-            raise layout.ResultsError(f"output: {config.output}: {path} is {what.removeprefix('a ')} "
-                                       "where clocksweep writes its shard files; move it away")
+            raise layout.ResultsError(f"output: {config.output}: {path} is {what} where clocksweep "
+                                      "keeps its own files; move it away")
+        if lock is not None:
+            lock.claim()
         todo = shards.count - len(manifest.entries)
         outcome.skipped = len(manifest.entries)
         outcome.redone = sorted({index for index, _ in notes
@@ -180,7 +182,10 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
             finally:
                 outcome.play_seconds = time.monotonic() - playing
                 try:
-                    manifest.flush()
+                    for index, why in manifest.flush():  # interrupted: what is left to commit
+                        progress.say(f"shard {index}: {why}; not committed")
+                        outcome.played -= 1
+                        outcome.played_deals -= shards[index].count
                     progress.close()
                     run_record["runs"][-1].update(
                         finished=now(), status=status, shards_played=outcome.played,
@@ -263,7 +268,7 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple
 
 
 def provenance(config: SweepConfig) -> dict:
-    """What every shard file carries in its Parquet metadata (no host, no time: see storage)."""
+    """What every shard file carries in its Parquet metadata (no host, no time: see store.files)."""
     return {
         "clocksweep": __version__,
         "name": config.name,
@@ -285,7 +290,10 @@ def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict |
         "cells": [{**identity.cell_record(cell), "label": cell.label} for cell in config.cells],
         "shards": {"count": config.n_shards, "size": config.shard_size,
                    "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet"},
-        "runs": list((previous or {}).get("runs", [])),
+        # A run still "running" ended without a word (its driver was killed): this driver holds
+        # the directory's lock, so that run is over.
+        "runs": [{**run, "status": "died"} if run.get("status") == "running" else run
+                 for run in (previous or {}).get("runs", [])],
     }
     record["runs"].append({
         "started": now(),
@@ -321,6 +329,30 @@ def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
     attempts: dict[int, int] = {}
     pending = {}
     report_removed = False
+    allowed = 1 + config.max_retries
+
+    def failed(shard: Shard, why: str) -> None:
+        """An attempt that did not end in a commit: reported, then retried while it may be."""
+        progress.failures += 1
+        tried = attempts[shard.index]
+        again = tried < allowed
+        progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, attempt {tried} "
+                     f"of {allowed}: {why}; {'retrying' if again else 'giving up'}")
+        if again:
+            retries.appendleft(shard)
+        else:
+            outcome.failed.append(shard.index)
+
+    def settle(rejected: list[tuple[int, str]]) -> None:
+        """Shards the manifest could not commit (their files could not be put in place)."""
+        for index, why in rejected:
+            shard = shards[index]
+            outcome.played -= 1
+            outcome.played_deals -= shard.count
+            progress.done_shards -= 1
+            progress.done_deals -= shard.count
+            failed(shard, why)
+
     try:
         while True:
             while len(pending) < in_flight:
@@ -331,6 +363,9 @@ def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
                 job = ShardJob(shard=shard, attempt=attempts[shard.index], **common)
                 pending[remote.remote(job)] = shard
             if not pending:
+                settle(manifest.flush())
+                if retries:
+                    continue
                 break
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_INTERVAL)
             if ready:
@@ -350,17 +385,7 @@ def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
                             f"while shard {shard.index} was written; the {len(manifest.entries)} "
                             "shard(s) committed are kept: free space and rerun the same command"
                         ) from None
-                    progress.failures += 1
-                    tried = attempts[shard.index]
-                    allowed = 1 + config.max_retries
-                    if tried < allowed:
-                        progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, "
-                                     f"attempt {tried} of {allowed}: {error_line(error)}; retrying")
-                        retries.appendleft(shard)
-                    else:
-                        progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, "
-                                     f"attempt {tried} of {allowed}: {error_line(error)}; giving up")
-                        outcome.failed.append(shard.index)
+                    failed(shard, error_line(error))
                     continue
                 entry["attempts"] = attempts[shard.index]
                 manifest.commit(entry)
@@ -372,7 +397,7 @@ def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
                 outcome.played_deals += shard.count
                 progress.done_shards += 1
                 progress.done_deals += shard.count
-            manifest.flush(at_most_every=MANIFEST_INTERVAL)
+            settle(manifest.flush(at_most_every=MANIFEST_INTERVAL))
             progress.tick()
         progress.tick(force=True)
     finally:
