@@ -34,6 +34,8 @@ from pipeline.sweep.config import FULL_GRID  # every name the rules know, from t
 def _play_shard(args):
     """One shard played and written by the sweep's own `shard_task.write_shard`: its manifest entry."""
     where, raw, index = args
+    from dataclasses import replace
+
     from pipeline.store import location
     from pipeline.sweep import config as sweep_config
     from pipeline.sweep import driver as sweep
@@ -43,7 +45,7 @@ def _play_shard(args):
     job = shard_task.ShardJob(location=location.Location(where), shard=sweep.plan(config)[index],
                          seed=config.seed, cells=tuple(config.cells), record=config.record,
                          provenance=sweep.provenance(config), attempt=1)
-    return {**shard_task.write_shard(job), "node": "local", "attempts": 1}
+    return replace(shard_task.write_shard(job), node="local", attempts=1)
 
 
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -49,7 +50,7 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
         job = shard_task.ShardJob(location=location, shard=shard, seed=config.seed,
                              cells=tuple(config.cells), record=record,
                              provenance=sweep.provenance(config), attempt=1)
-        manifest.commit({**shard_task.write_shard(job), "node": "test", "attempts": 1})
+        manifest.commit(replace(shard_task.write_shard(job), node="test", attempts=1))
     manifest.flush()
     run["runs"][-1].update(finished=sweep.now(), status="complete")
     location.write_json(layout.RUN_FILE, run)

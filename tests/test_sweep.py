@@ -15,6 +15,7 @@ import threading
 import time
 import tomllib
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -440,11 +441,11 @@ def test_object_store_writes_final_keys():
     shard = sweep.plan(cfg)[0]
     job = shard_task.ShardJob(location=location, shard=shard, seed=SEED, cells=tuple(cells),
                          record="deals", provenance=sweep.provenance(cfg), attempt=1)
-    entry = {**shard_task.write_shard(job), "attempts": 1}
-    record, facts_record = sorted(entry["files"], key=lambda r: r["table"] != "deals")
-    assert "staged" not in record  # written at its final key, not renamed into place
-    assert record["path"] == "shards/deals/shard-000000_deals-0-599.parquet"
-    assert location.info(record["path"]).size == record["bytes"]
+    entry = replace(shard_task.write_shard(job), attempts=1)
+    record, facts_record = sorted(entry.files, key=lambda r: r.table != "deals")
+    assert entry.staged == ()  # written at its final key, not renamed into place
+    assert record.path == "shards/deals/shard-000000_deals-0-599.parquet"
+    assert location.info(record.path).size == record.bytes
     schemas = expected_schemas("deals")
     assert file_problem(location, record, cfg.hash, schemas["deals"], shard) is None
     assert "another config" in file_problem(location, record, "other")
@@ -454,13 +455,13 @@ def test_object_store_writes_final_keys():
     run = sweep.start_run_record(cfg, None, None, 1, 0)
     location.write_json("run.json", run)
     manifest = records.Manifest(location, cfg.hash)
-    manifest.commit({**entry, "files": [record]})
+    manifest.commit(replace(entry, files=(record,)))
     manifest.flush()
     problems, _ = validate.validate(location)
     assert problems == ["shard-000000_deals-0-599: no file of table facts in the manifest",
                         "shards/facts/shard-000000_deals-0-599.parquet: not committed in the "
                         "manifest (readers of the directory would see it; rerun to clean up)"]
-    manifest.commit({**entry, "files": [record, facts_record]})
+    manifest.commit(replace(entry, files=(record, facts_record)))
     manifest.flush()
     problems, figures = validate.validate(location)
     assert problems == [] and figures["committed"] == 1
@@ -471,7 +472,7 @@ def test_object_store_writes_final_keys():
                         "clocksweep reads clocksweep-deals/3; rerun the config with --fresh to "
                         "write them again"]
     location.write_json("run.json", run)
-    with location.fs.open_output_stream(location.full(record["path"])) as stream:
+    with location.fs.open_output_stream(location.full(record.path)) as stream:
         stream.write(b"PAR1 not what was committed")
     problems, _ = validate.validate(location)
     assert len(problems) == 1 and "truncated or altered" in problems[0]

@@ -19,7 +19,8 @@ Arrays, described once:
   takes; a rescue is a change of one stack (the fourth king a card like any other).
 - Unsigned element types matter: an unsigned index spares numba's negative-index fix-up on
   the chain's critical path.
-- Results: int8 arrays shaped (cells, deals), see `RESULT_FIELDS`.
+- Results: int8 arrays shaped (cells, deals), see `RESULT_FIELDS`; in the compiled code,
+  rows of one int8 array (fields, cells, deals) named by the ``ROW_`` constants.
 """
 
 from __future__ import annotations
@@ -47,6 +48,38 @@ RESULT_FIELDS = {
     "kings_at_bottom": "hour piles whose bottom card is a king, as dealt",
     "unvisited_at_third_king": "hours no card had been taken from when the third king was placed",
 }
+# The rows of ``out``, in this order: `play` names the arrays from this tuple, the compiled
+# code writes each row by its constant (a module-level int, which numba compiles in).
+RESULT_ROWS = tuple(RESULT_FIELDS)
+_ROWS_WRITTEN = tuple(
+    RESULT_ROWS.index(name)
+    for name in (
+        "won",
+        "cards_turned",
+        "down_at_stop",
+        "rescue_pile",
+        "hint_num",
+        "hint_den",
+        "restarts",
+        "stray_deaths",
+        "kings_at_bottom",
+        "unvisited_at_third_king",
+    )
+)
+(
+    ROW_WON,
+    ROW_CARDS_TURNED,
+    ROW_DOWN_AT_STOP,
+    ROW_RESCUE_PILE,
+    ROW_HINT_NUM,
+    ROW_HINT_DEN,
+    ROW_RESTARTS,
+    ROW_STRAY_DEATHS,
+    ROW_KINGS_AT_BOTTOM,
+    ROW_UNVISITED_AT_THIRD_KING,
+) = _ROWS_WRITTEN
+if sorted(_ROWS_WRITTEN) != list(range(len(RESULT_ROWS))):
+    raise RuntimeError("the kernel writes a row constant for every result field, and no other")
 
 _VARIANT = {name: i for i, name in enumerate(rules.VARIANTS)}
 _STRATEGY = {name: i for i, name in enumerate(rules.STRATEGIES)}
@@ -491,20 +524,20 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                     if cell_codes[c, 3] != order:
                         continue
                     # Fields that never vary for a cell were filled in before the loop.
-                    out[0, c, d] = down_at_stop == 0
-                    out[1, c, d] = turned
-                    out[2, c, d] = down_at_stop
-                    out[8, c, d] = kings_at_bottom
-                    out[9, c, d] = unvisited
+                    out[ROW_WON, c, d] = down_at_stop == 0
+                    out[ROW_CARDS_TURNED, c, d] = turned
+                    out[ROW_DOWN_AT_STOP, c, d] = down_at_stop
+                    out[ROW_KINGS_AT_BOTTOM, c, d] = kings_at_bottom
+                    out[ROW_UNVISITED_AT_THIRD_KING, c, d] = unvisited
                     mode = cell_mode[c]
                     if mode == NO_RESCUE:
                         if cell_codes[c, 0] == PLAY_OUT:
                             restarts, stray, later = play_out(
                                 stacks, scratch_stacks, down_at_stop
                             )
-                            out[1, c, d] = turned + later
-                            out[6, c, d] = restarts
-                            out[7, c, d] = stray + (death != CENTRE)
+                            out[ROW_CARDS_TURNED, c, d] = turned + later
+                            out[ROW_RESTARTS, c, d] = restarts
+                            out[ROW_STRAY_DEATHS, c, d] = stray + (death != CENTRE)
                         continue
                     if down_at_stop == 0:
                         continue
@@ -565,17 +598,17 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                             memo_stamp[mode, pile] = stamp
                         end_turned = memo_turned[mode, pile]
                     # `watch` turns 52 cards to win; the others turn the fourth king twice.
-                    out[0, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
-                    out[1, c, d] = end_turned
-                    out[3, c, d] = pile + 1
+                    out[ROW_WON, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
+                    out[ROW_CARDS_TURNED, c, d] = end_turned
+                    out[ROW_RESCUE_PILE, c, d] = pile + 1
                     if cell_codes[c, 2] == FINALE_UP:
-                        out[4, c, d] = wins_here
-                        out[5, c, d] = 1
+                        out[ROW_HINT_NUM, c, d] = wins_here
+                        out[ROW_HINT_DEN, c, d] = 1
                     elif mode == MODE_EXCHANGE_TOP and down[pile] > 1:
-                        out[5, c, d] = 1
+                        out[ROW_HINT_DEN, c, d] = 1
                     else:
-                        out[4, c, d] = down[pile]
-                        out[5, c, d] = down_at_stop
+                        out[ROW_HINT_NUM, c, d] = down[pile]
+                        out[ROW_HINT_DEN, c, d] = down_at_stop
     return out
 
 
@@ -611,11 +644,12 @@ def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.n
     if count and first + count - 1 >= deals.UINT64_LIMIT:
         raise ValueError("deal: the range runs past 2**64 - 1")
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
-    out = np.zeros((len(RESULT_FIELDS), len(cells), count), dtype=np.int8)
+    out = np.zeros((len(RESULT_ROWS), len(cells), count), dtype=np.int8)
     # The kernel writes only what varies: restarts and stray deaths are -1 but in play_out.
-    out[6:8] = -1
+    out[ROW_RESTARTS] = -1
+    out[ROW_STRAY_DEATHS] = -1
     play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
-    return dict(zip(RESULT_FIELDS, out))
+    return dict(zip(RESULT_ROWS, out))
 
 
 @nb.njit(cache=True)

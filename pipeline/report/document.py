@@ -49,8 +49,8 @@ class Report:
 def provenance(loaded: Loaded) -> dict:
     run = loaded.run
     ranges = []
-    for entry in sorted(loaded.shards_read, key=lambda e: int(e["first"])):
-        first, last = int(entry["first"]), int(entry["last"])
+    for entry in sorted(loaded.shards_read, key=lambda e: e.first):
+        first, last = entry.first, entry.last
         if ranges and ranges[-1][1] + 1 == first:
             ranges[-1][1] = last
         else:
@@ -73,14 +73,14 @@ def provenance(loaded: Loaded) -> dict:
         "config_source": run.get("config_source"),
         "seed": (run.get("config") or {}).get("seed"),
         "deal_ranges_read": [f"{a}-{b}" for a, b in ranges],
-        "deals_read": sum(int(e["last"]) - int(e["first"]) + 1 for e in loaded.shards_read),
+        "deals_read": sum(e.last - e.first + 1 for e in loaded.shards_read),
         "deal_scheme": run.get("deal_scheme"),
         "result_schema": run.get("result_schema"),
         "sweep_code_version": run.get("clocksweep"),
         "runs": runs,
         "shards_planned": (run.get("shards") or {}).get("count"),
         "shards_read": len(loaded.shards_read),
-        "shard_files_read": [r["path"] for e in loaded.shards_read for r in e["files"]],
+        "shard_files_read": [r.path for e in loaded.shards_read for r in e.files],
         "shards_not_read": loaded.problems,
         "report_version": REPORT_VERSION,
         "summary_schema": summary.SUMMARY_SCHEMA_VERSION,

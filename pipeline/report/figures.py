@@ -417,12 +417,12 @@ def plan_replay(run: dict, entries: list[dict], count: int) -> tuple[tuple | Non
     standard = [c for c in cells if c.variant == "standard"]
     order = next((c.order for c in standard if c.order == "round-robin"),
                  standard[0].order if standard else "round-robin")
-    ordered = sorted(entries, key=lambda e: int(e["first"]))
-    first = end = int(ordered[0]["first"])
+    ordered = sorted(entries, key=lambda e: e.first)
+    first = end = ordered[0].first
     for entry in ordered:
-        if int(entry["first"]) != end:
+        if entry.first != end:
             break
-        end = int(entry["last"]) + 1
+        end = entry.last + 1
     return (int(seed), first, min(count, end - first), order), ""
 
 

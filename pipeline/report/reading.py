@@ -94,7 +94,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     committed = [results.entries[index] for index in sorted(results.entries)]
 
     def verified(entry: dict) -> str | None:
-        return records.shard_problem(location, entry, plan[entry["index"]], config_hash, schemas)
+        return records.shard_problem(location, entry, plan[entry.index], config_hash, schemas)
 
     workers = workers or min(len(committed), os.cpu_count() or 1) or 1
     decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
@@ -124,7 +124,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
                     for index, problem in results.problems if index not in results.entries]
         problems += [f"shard {index}: {problem}" for index, problem in results.problems
                      if index in results.entries]  # listed twice, identically: read once
-        problems += [f"shard {e['index']} not read: {p}" for e, p in zip(committed, problems_found) if p]
+        problems += [f"shard {e.index} not read: {p}" for e, p in zip(committed, problems_found) if p]
         if not entries:
             raise ReportError(f"{where}: no committed shard verifies, nothing to report"
                               + (f" ({problems[0]})" if problems else ""))
@@ -158,7 +158,7 @@ def _summed_summary(location: location.Location, entries: list[dict],
     """Summary tables ``names`` summed over the shards' files of them."""
     tables = {}
     for table in names:
-        uris = [location.uri(r["path"]) for e in entries for r in e["files"] if r["table"] == table]
+        uris = [location.uri(record.path) for entry in entries for record in entry.files_of(table)]
         if not uris:
             tables[table] = pl.from_arrow(summary.SCHEMAS[table].empty_table())
             continue
@@ -241,13 +241,11 @@ def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):
 
 def _deal_shard(location, entry, cells, head, decode_threads):
     """One per-deal shard counted into summary tables (plus the first ``head`` wins of standard cells)."""
-    first, last = int(entry["first"]), int(entry["last"])
+    first, last = entry.first, entry.last
     shard = summary.ShardSummary(cells, first, last - first + 1)
     cell_lut = summary.label_code_lut(cells)
-    for record in entry["files"]:
-        if record["table"] != layout.DEALS_TABLE:
-            continue
-        with location.fs.open_input_file(location.full(record["path"])) as file:
+    for record in entry.files_of(layout.DEALS_TABLE):
+        with location.fs.open_input_file(location.full(record.path)) as file:
             parquet = pq.ParquetFile(file)
             for batch in _row_batches(parquet, DEAL_COLUMNS, decode_threads):
                 try:
@@ -269,7 +267,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
                     else:
                         shard.add_runs(run_cells, starts, ends, *columns)
                 except ValueError as error:
-                    raise ValueError(f"{record['path']}: {error}") from None
+                    raise ValueError(f"{record.path}: {error}") from None
     heads = {}
     if head:
         for index, cell in enumerate(cells):

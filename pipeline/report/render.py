@@ -46,7 +46,19 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
                         f"({', '.join(prov['deal_ranges_read'])}), seed {prov['seed']}, "
                         f"{len(doc['cells'])} cells, {prov['shards_read']} of "
                         f"{prov['shards_planned']} planned shards read."))
+    blocks += _claims_blocks(doc, image)
+    blocks += _best_strategies_blocks(doc, image)
+    blocks += _win_rates_blocks(doc, image)
+    blocks += _comparisons_blocks(doc, image)
+    blocks += _distributions_blocks(doc, image)
+    blocks += _hint_calibration_blocks(doc, image)
+    blocks += _provenance_blocks(doc, image)
+    blocks += _notes_blocks(doc, image)
+    return blocks
 
+
+def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     blocks.append(("h2", "Claims"))
     blocks.append(("p", "Each claim of the rule pages (docs/claims.md), measured on this sweep. "
                         "Intervals are 99.9%; the rule under each claim decides its verdict."))
@@ -65,10 +77,18 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
         items += c["detail"]
         blocks.append(("h3", f"{c['id']}: {c['verdict']}"))
         blocks.append(("list", items))
+    return blocks
 
+
+def _best_strategies_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     blocks.append(("h2", "Best strategy per variant"))
     blocks.append(("list", [b["line"] for b in doc["best_strategies"]] or ["no rescue cells"]))
+    return blocks
 
+
+def _win_rates_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     blocks.append(("h2", "Win rates"))
     if "win_rates.png" in image:
         blocks.append(("img", "win_rates.png", *image["win_rates.png"]))
@@ -78,7 +98,11 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
                      (f"{c['exact']} = {fmt(c['exact_value'], 'pct')}" if c["exact"] else ""),
                      fmt(c["difference"], "pts"), fmt(c["z"]), "|z|>4" if c["flag"] else ""]
                     for c in doc["cells"]]))
+    return blocks
 
+
+def _comparisons_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     blocks.append(("h2", "Paired comparisons"))
     blocks.append(("p", "a minus b on the same deals, in percentage points, with the 95% interval "
                         "and the exact McNemar p-value on the deals where they differ."))
@@ -87,7 +111,11 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
                      fmt(r["b_rate"], "pct"), fmt(r["difference"], "pts"),
                      f"{fmt(r['ci_low'], 'pts')} to {fmt(r['ci_high'], 'pts')}", fmt(r["mcnemar_p"], "p")]
                     for r in doc["comparisons"] if r["kind"] != "rescue_vs_standard"]))
+    return blocks
 
+
+def _distributions_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     dist = doc["distributions"]
     blocks.append(("h2", "Distributions"))
     blocks.append(("h3", "Cards turned in standard play"))
@@ -110,7 +138,11 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     if "rescue_by_down.png" in image:
         blocks.append(("img", "rescue_by_down.png", *image["rescue_by_down.png"]))
     blocks.append(("p", "Per cell and number of cards left: rescue_by_down_at_stop.csv."))
+    return blocks
 
+
+def _hint_calibration_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     blocks.append(("h2", "The hint's calibration"))
     blocks.append(("p", "With only the counts visible, rescuing at pile p wins with "
                         "chance d_p / U. Each distinct chance is tested against its observed win rate "
@@ -120,7 +152,13 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     blocks.append(("table", ["cell", "chi-square", "df", "p"],
                    [[h["cell"], fmt(h["chi2"]), fmt(h["dof"]), fmt(h["p_value"], "p")]
                     for h in doc["hint_calibration"]]))
+    return blocks
 
+
+def _provenance_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
+    prov = doc["provenance"]
+    config = doc["provenance"]["config"] or {}
     blocks.append(("h2", "Provenance"))
     runs = "; ".join(f"{r['started']} to {r['finished']} {r['status']} on {r['host']} "
                      f"({r['cluster']}, {fmt(r['cpus'])} CPUs, {r['nodes']} node(s), clocksweep {r['clocksweep']})"
@@ -137,6 +175,11 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
         f"report: {prov['report_version']}, summary tables {prov['summary_schema']}, "
         f"clocksweep {prov['report_code_version']}",
     ]))
+    return blocks
+
+
+def _notes_blocks(doc: dict, image: dict) -> list[tuple]:
+    blocks: list[tuple] = []
     blocks.append(("h2", "Notes"))
     blocks.append(("list", doc["notes"]))
     return blocks

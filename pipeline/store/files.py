@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from pipeline.engine import rules
 from pipeline.records import schema
+from pipeline.store.entries import FileRecord
 from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, METADATA_KEY, PARTIAL_DIR, TEMP_SUFFIX
 from pipeline.store.location import Location, exclusive
 from pipeline.store.plan import Shard
@@ -147,23 +148,15 @@ class ShardFileWriter:
             self.encoder = dealfile.DealFileEncoder(self.sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata)
         self.rows += self.encoder.write_batch(seed, first, results, cells)
 
-    def commit(self) -> dict:
-        """Close the file and give its manifest record (with ``staged``, where it waits to be
-        renamed into place, which `Manifest.commit` takes out)."""
+    def commit(self) -> FileRecord:
+        """Close the file and give its manifest record (a local file then waits at
+        ``staged`` until the driver puts it in place)."""
         if self.encoder is None:
             raise ValueError(f"{self.relative}: nothing was written")
         self.encoder.close()
         self.sink.close()
-        record = {
-            "table": self.table,
-            "path": self.relative,
-            "rows": self.rows,
-            "bytes": self.sink.size,
-            "sha256": self.sink.digest.hexdigest(),
-        }
-        if self.staged is not None:
-            record["staged"] = self.staged
-        return record
+        return FileRecord(self.table, self.relative, self.rows, self.sink.size,
+                          self.sink.digest.hexdigest())
 
     def abort(self) -> None:
         try:
@@ -182,17 +175,17 @@ class ShardFileWriter:
                 pass
 
 
-def file_problem(location: Location, record: dict, config_hash: str,
+def file_problem(location: Location, record: FileRecord, config_hash: str,
                  expected_schema: pa.Schema | None = None, shard: Shard | None = None) -> str | None:
     """What is wrong with a committed file (missing, truncated, altered, foreign, or written
     for another shard than ``shard``), or None."""
-    path = record["path"]
+    path = record.path
     kind = location.kind(path)
     if kind != "file":
         return f"{path}: missing" if kind == "missing" else f"{path}: {kind}, not a file"
     info = location.info(path)
-    if info.size != record["bytes"]:
-        return (f"{path}: {info.size} bytes, the manifest says {record['bytes']} "
+    if info.size != record.bytes:
+        return (f"{path}: {info.size} bytes, the manifest says {record.bytes} "
                 "(truncated or altered)")
     try:
         with location.fs.open_input_file(location.full(path)) as file:
@@ -200,12 +193,12 @@ def file_problem(location: Location, record: dict, config_hash: str,
         file_schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as error:
         return f"{path}: unreadable Parquet footer ({str(error).splitlines()[0]})"
-    if metadata.num_rows != record["rows"]:
-        return f"{path}: {metadata.num_rows} rows, the manifest says {record['rows']}"
+    if metadata.num_rows != record.rows:
+        return f"{path}: {metadata.num_rows} rows, the manifest says {record.rows}"
     if expected_schema is not None and not file_schema.equals(expected_schema,
                                                               check_metadata=False):
         difference = schema_difference(file_schema, expected_schema)
-        return f"{path}: schema differs from the {record['table']} schema ({difference})"
+        return f"{path}: schema differs from the {record.table} schema ({difference})"
     # The provenance is stored twice (the footer's key-value pairs, and the Arrow schema
     # inside them): both must be the same clocksweep record.
     copies = [(metadata.metadata or {}).get(METADATA_KEY.encode()),
@@ -225,7 +218,7 @@ def file_problem(location: Location, record: dict, config_hash: str,
             other = written.get("shard") if isinstance(written.get("shard"), dict) else {}
             return (f"{path}: written for deals {other.get('first')}-{other.get('last')} "
                     f"(it belongs to shard {other.get('index')}), not shard {shard.index}'s")
-    if location.sha256(path) != record["sha256"]:
+    if location.sha256(path) != record.sha256:
         return f"{path}: sha256 differs from the manifest (altered)"
     return None
 

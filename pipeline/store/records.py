@@ -4,51 +4,38 @@ line), the entries of a manifest checked against the plan, and the driver's `Man
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pyarrow as pa
 
 from pipeline.engine import rules
+from pipeline.store.entries import RecordError, ShardEntry, _is_count
 from pipeline.store.files import file_problem
 from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, ResultsError, article
 from pipeline.store.location import Location, os_error_text
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
 
 
-def _is_count(value, least: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
 def entry_shape_problem(entry) -> str | None:
     """What keeps one manifest entry from being read as one, or None."""
-    if not isinstance(entry, dict):
-        return "not an object"
-    for key in ("index", "first", "last", "deals", "cells", "rows"):
-        if not _is_count(entry.get(key)):
-            return f"its {key} is {entry.get(key)!r}, not a count"
-    if entry["last"] < entry["first"]:
-        return "its range ends before it starts"
-    files = entry.get("files")
-    if not isinstance(files, list) or not files:
-        return "it lists no files"
-    for record in files:
-        if not (isinstance(record, dict)
-                and all(isinstance(record.get(key), str) for key in ("table", "path", "sha256"))
-                and _is_count(record.get("rows")) and _is_count(record.get("bytes"))):
-            return "one of its files is malformed"
+    try:
+        ShardEntry.from_json(entry)
+    except RecordError as error:
+        return str(error)
     return None
 
 
-def entry_problem(entry: dict, shard: Shard, n_cells: int, tables) -> str | None:
+def entry_problem(entry: ShardEntry, shard: Shard, n_cells: int, tables) -> str | None:
     """What is wrong with a well-formed manifest entry for ``shard`` of the plan: its range,
     deals, cells and rows as the plan makes them, and each of ``tables`` once, at the shard's
     own path (a file of another shard, or one listed twice, would be read as this one's)."""
-    if (entry["first"], entry["last"]) != (shard.first, shard.last):
-        return (f"{shard.stem}: manifest range {entry['first']}-{entry['last']} is not the "
+    if (entry.first, entry.last) != (shard.first, shard.last):
+        return (f"{shard.stem}: manifest range {entry.first}-{entry.last} is not the "
                 f"plan's {shard.first}-{shard.last}")
-    if entry["deals"] != shard.count or entry["cells"] != n_cells:
-        return (f"{shard.stem}: the manifest says {entry['deals']} deals x {entry['cells']} "
+    if entry.deals != shard.count or entry.cells != n_cells:
+        return (f"{shard.stem}: the manifest says {entry.deals} deals x {entry.cells} "
                 f"cells, the plan {shard.count} x {n_cells}")
-    listed = [record["table"] for record in entry["files"]]
+    listed = [record.table for record in entry.files]
     for table in sorted(set(tables) | set(listed)):
         if table not in tables:
             return f"{shard.stem}: a file of table {table}, which this record mode does not write"
@@ -56,24 +43,24 @@ def entry_problem(entry: dict, shard: Shard, n_cells: int, tables) -> str | None
             return f"{shard.stem}: no file of table {table} in the manifest"
         if listed.count(table) > 1:
             return f"{shard.stem}: {listed.count(table)} files of table {table} in the manifest"
-    for record in entry["files"]:
-        if record["path"] != shard.path(record["table"]):
-            return f"{shard.stem}: its {record['table']} file is listed as {record['path']}"
-    rows = sum(record["rows"] for record in entry["files"] if record["table"] == DEALS_TABLE)
-    if entry["rows"] != rows or (DEALS_TABLE in tables and rows != shard.count * n_cells):
-        return (f"{shard.stem}: the manifest says {entry['rows']} rows in {rows} of its files, "
+    for record in entry.files:
+        if record.path != shard.path(record.table):
+            return f"{shard.stem}: its {record.table} file is listed as {record.path}"
+    rows = sum(record.rows for record in entry.files if record.table == DEALS_TABLE)
+    if entry.rows != rows or (DEALS_TABLE in tables and rows != shard.count * n_cells):
+        return (f"{shard.stem}: the manifest says {entry.rows} rows in {rows} of its files, "
                 f"expected {shard.count * n_cells} ({shard.count} deals x {n_cells} cells)"
                 if DEALS_TABLE in tables else
-                f"{shard.stem}: the manifest says {entry['rows']} per-deal rows, expected 0")
+                f"{shard.stem}: the manifest says {entry.rows} per-deal rows, expected 0")
     return None
 
 
 def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
-                    tables) -> tuple[dict[int, dict], list[tuple[int | None, str]]]:
+                    tables) -> tuple[dict[int, ShardEntry], list[tuple[int | None, str]]]:
     """The manifest entries that describe a shard of ``plan`` as it is planned, once each,
     by index; and (index or None, problem) for the rest. A shard listed twice is kept once if
     its entries are identical (and named either way). Its files are not opened here."""
-    entries: dict[int, dict] = {}
+    entries: dict[int, ShardEntry] = {}
     problems: list[tuple[int | None, str]] = []
     seen: dict[int, list[dict]] = {}
     for entry in listed:
@@ -103,19 +90,20 @@ def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
                 continue
         if index in malformed:
             continue
-        problem = entry_problem(copies[0], shard, n_cells, tables)
+        entry = ShardEntry.from_json(copies[0])
+        problem = entry_problem(entry, shard, n_cells, tables)
         if problem:
             problems.append((index, problem))
         else:
-            entries[index] = copies[0]
+            entries[index] = entry
     return entries, problems
 
 
-def shard_problem(location: Location, entry: dict, shard: Shard, config_hash: str,
+def shard_problem(location: Location, entry: ShardEntry, shard: Shard, config_hash: str,
                   schemas: dict[str, pa.Schema]) -> str | None:
     """The first problem of any file of a checked manifest entry (see `checked_entries`)."""
-    for record in entry["files"]:
-        problem = file_problem(location, record, config_hash, schemas.get(record["table"]), shard)
+    for record in entry.files:
+        problem = file_problem(location, record, config_hash, schemas.get(record.table), shard)
         if problem:
             return problem
     return None
@@ -252,7 +240,7 @@ class Manifest:
 
     def __init__(self, location: Location, config_hash: str):
         self.location, self.config_hash = location, config_hash
-        self.entries: dict[int, dict] = {}
+        self.entries: dict[int, ShardEntry] = {}
         self.staged: dict[int, list[tuple[str, str]]] = {}  # (staged, final), not yet in place
         self.dirty = True
         self.last_write = 0.0
@@ -270,22 +258,20 @@ class Manifest:
                 self.entries[index] = entry
         return problems
 
-    def commit(self, entry: dict) -> None:
-        pairs = [(record.pop("staged"), record["path"]) for record in entry["files"]
-                 if "staged" in record]
-        if pairs:
-            self.staged[entry["index"]] = pairs
-        self.entries[entry["index"]] = entry
+    def commit(self, entry: ShardEntry) -> None:
+        if entry.staged:
+            self.staged[entry.index] = list(entry.staged)
+        self.entries[entry.index] = replace(entry, staged=())
         self.dirty = True
 
     def as_dict(self) -> dict:
         return {
             "config_hash": self.config_hash,
-            "shards": [self.entries[index] for index in sorted(self.entries)],
+            "shards": [self.entries[index].to_json() for index in sorted(self.entries)],
         }
 
     def committed_paths(self) -> set[str]:
-        return {record["path"] for entry in self.entries.values() for record in entry["files"]}
+        return {record.path for entry in self.entries.values() for record in entry.files}
 
     def _move(self, pairs, back: bool = False) -> None:
         for staged, final in reversed(pairs) if back else pairs:

@@ -54,24 +54,35 @@ TOP_NAMES = (RUN_FILE, MANIFEST_FILE, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
 
 
 def survey(location: Location, committed: set[str]) -> Survey:
-    """Everything under ``shards/`` (and stale temporary files at the top) that is not in
-    ``committed``: never following a symbolic link, so that nothing outside the results
-    directory, and no committed file under another name, is ever counted as ours."""
+    """Everything in the results directory that is not in ``committed``: never following a
+    symbolic link, so that nothing outside the results directory, and no committed file under
+    another name, is ever counted as ours."""
     found = Survey([], [], [], [], [])
+    if location.is_local:
+        _survey_local(location, committed, found)
+    else:
+        _survey_store(location, committed, found)
+    return found
+
+
+def _survey_store(location: Location, committed: set[str], found: Survey) -> None:
+    """An object store: no links, and nothing but files (keys) to find."""
     tables = table_names()
-    if not location.is_local:
-        for info in location.files(SHARDS_DIR):
-            path = location.relative(info.path)
-            parts = path.split("/")
-            if path in committed:
-                continue
-            if len(parts) == 3 and parts[1] in tables and SHARD_FILE_NAME.fullmatch(parts[2]):
-                found.uncommitted.append(path)
-            elif path.startswith(PARTIAL_DIR + "/"):
-                found.partial.append(path)
-            else:
-                found.foreign.append((path, "a file clocksweep does not write"))
-        return found
+    for info in location.files(SHARDS_DIR):
+        path = location.relative(info.path)
+        parts = path.split("/")
+        if path in committed:
+            continue
+        if len(parts) == 3 and parts[1] in tables and SHARD_FILE_NAME.fullmatch(parts[2]):
+            found.uncommitted.append(path)
+        elif path.startswith(PARTIAL_DIR + "/"):
+            found.partial.append(path)
+        else:
+            found.foreign.append((path, "a file clocksweep does not write"))
+
+
+def _survey_local(location: Location, committed: set[str], found: Survey) -> None:
+    tables = table_names()
 
     def entries(relative: str):
         try:
@@ -92,19 +103,16 @@ def survey(location: Location, committed: set[str]) -> Survey:
             found.foreign.append((entry.name, what(entry.name)))
     # Shard files are kept inside the results directory, where clean-up may reach them: a
     # link (to another disk, say) would leave what lies behind it neither cleaned nor checked.
-    top = location.kind(SHARDS_DIR)
-    if top not in ("directory", "missing"):
-        found.blocking.append((SHARDS_DIR, what(SHARDS_DIR)))
-        return found
-    if location.kind(PARTIAL_DIR) not in ("directory", "missing"):
-        found.blocking.append((PARTIAL_DIR, what(PARTIAL_DIR)))
+    for path in (SHARDS_DIR, PARTIAL_DIR):
+        if location.kind(path) not in ("directory", "missing"):
+            found.blocking.append((path, what(path)))
+    if found.blocking:
+        return
     for entry in entries(SHARDS_DIR):
         path = f"{SHARDS_DIR}/{entry.name}"
         if path == PARTIAL_DIR:
-            if location.kind(path) != "directory":
-                continue
             pending = [PARTIAL_DIR]
-            while pending:
+            while pending:  # every file under it is an attempt's; anything else is not ours
                 folder = pending.pop()
                 for inner in entries(folder):
                     inner_path = f"{folder}/{inner.name}"
@@ -115,25 +123,22 @@ def survey(location: Location, committed: set[str]) -> Survey:
                         pending.append(inner_path)
                     else:
                         found.foreign.append((inner_path, what(inner_path)))
-            continue
-        if entry.name not in tables:
+        elif entry.name not in tables:
             found.foreign.append((path, what(path)))
-            continue
-        if location.kind(path) != "directory":
+        elif location.kind(path) != "directory":
             found.blocking.append((path, what(path)))
-            continue
-        for inner in entries(path):
-            inner_path = f"{path}/{inner.name}"
-            ours = SHARD_FILE_NAME.fullmatch(inner.name) is not None
-            kind = location.kind(inner_path)
-            if kind == "file" and ours:
-                if inner_path not in committed:
-                    found.uncommitted.append(inner_path)
-            elif ours:
-                found.blocking.append((inner_path, what(inner_path)))
-            else:
-                found.foreign.append((inner_path, what(inner_path)))
-    return found
+        else:
+            for inner in entries(path):
+                inner_path = f"{path}/{inner.name}"
+                ours = SHARD_FILE_NAME.fullmatch(inner.name) is not None
+                kind = location.kind(inner_path)
+                if kind == "file" and ours:
+                    if inner_path not in committed:
+                        found.uncommitted.append(inner_path)
+                elif ours:
+                    found.blocking.append((inner_path, what(inner_path)))
+                else:
+                    found.foreign.append((inner_path, what(inner_path)))
 
 
 @dataclass
@@ -184,7 +189,7 @@ def open_results(where: str | Location) -> Results:
     entries, problems = checked_entries(manifest["shards"], plan, len(run["cells"]),
                                         expected_schemas(mode) if mode in ("deals", "summary") else {})
     listed = frozenset(record["path"] for entry in manifest["shards"]
-                       if not entry_shape_problem(entry) for record in entry["files"])
+                       if not entry_shape_problem(entry) for record in entry["files"])  # raw JSON
     return Results(location, run, plan, entries, problems, unusable, listed_paths=listed)
 
 
@@ -194,10 +199,9 @@ def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str
     not re-hashed here: `validate` checks them."""
     results = open_results(where)
     return [
-        results.location.uri(record["path"])
+        results.location.uri(record.path)
         for index in sorted(results.entries)
-        for record in results.entries[index]["files"]
-        if record["table"] == table
+        for record in results.entries[index].files_of(table)
     ]
 
 
@@ -228,11 +232,11 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             broken.add(index)
             continue
         good.add(index)
-        for record in entry["files"]:
-            if record["table"] == DEALS_TABLE:
-                rows += record["rows"]
-                row_bytes += record["bytes"]
-            size += record["bytes"]
+        for record in entry.files:
+            if record.table == DEALS_TABLE:
+                rows += record.rows
+                row_bytes += record.bytes
+            size += record.bytes
             files += 1
     missing, shown = plan.missing(listed)
     if missing:
@@ -254,7 +258,7 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
         "shards": plan.count,
         "committed": len(listed),
         "broken": len(broken - good),
-        "deals": sum(results.entries[index]["deals"] for index in good),
+        "deals": sum(results.entries[index].deals for index in good),
         "cells": n_cells,
         "files": files,
         "rows": rows,

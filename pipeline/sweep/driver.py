@@ -20,7 +20,7 @@ import sys
 import time
 from collections import deque
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -92,6 +92,16 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+@dataclass
+class State:
+    """What a run found in its results directory, before it changes anything there."""
+
+    previous: dict | None  # the run record (``{}``: one that --fresh replaces)
+    manifest: records.Manifest  # the committed shards that still verify
+    notes: list[tuple[int | None, str]]  # (shard or None, why) of what could not be kept
+    found: validate.Survey  # what else lies there
+
+
 def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         stream=None, task=play_shard) -> Outcome:
     """Run (or resume) a sweep into its results directory; gives what happened.
@@ -113,33 +123,13 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
     lock = location.lock()
     started_ray, refused = False, True
     try:
-        waiting = nullcontext() if location.is_local else deadline(
-            f"output: {config.output} did not answer within {{seconds}} s")
-        try:
-            with waiting:
-                previous, listed = read_previous(location, config, fresh)
-                manifest = records.Manifest(location, config.hash)
-                notes: list[tuple[int | None, str]] = []
-                if listed is not None and not fresh:
-                    if listed["config_hash"] != config.hash:
-                        notes.append((None, f"{MANIFEST_FILE} belongs to another config (hash "
-                                            f"{listed['config_hash'][:12]}), so every shard is redone"))
-                    else:
-                        notes = manifest.load_verified(listed["shards"], shards, len(config.cells),
-                                                       expected_schemas(config.record))
-                found = validate.survey(location, set() if fresh else manifest.committed_paths())
-        except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
-            raise layout.ResultsError(f"output: {config.output}: cannot be read "
-                                       f"({(str(error).strip().splitlines() or [''])[0]})") from None
-        if found.blocking:
-            path, what = found.blocking[0]
-            raise layout.ResultsError(f"output: {config.output}: {path} is {what} where clocksweep "
-                                      "keeps its own files; move it away")
+        state = read_state(location, config, fresh, shards)
         if lock is not None:
             lock.claim()
+        manifest = state.manifest
         todo = shards.count - len(manifest.entries)
         outcome.skipped = len(manifest.entries)
-        outcome.redone = sorted({index for index, _ in notes
+        outcome.redone = sorted({index for index, _ in state.notes
                                  if index is not None and index not in manifest.entries})
         cluster = None
         if todo:
@@ -148,25 +138,9 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         refused = False
 
         progress = Progress(stream, shards.count, config.deals,
-                            outcome.skipped, sum(e["deals"] for e in manifest.entries.values()))
-        for index, problem in notes:
-            kept = index is not None and index in manifest.entries
-            progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
-        if fresh and previous is not None:
-            # The report goes with the results it described.
-            for name in (MANIFEST_FILE, layout.REPORT_DIR):
-                location.delete(name)
-        for path in found.removable:
-            location.delete(path)
-        location.prune_partial()
-        if found.removable:
-            progress.say(f"removed {len(found.removable)} uncommitted file(s) of an earlier run")
-        for path, what in found.foreign[:5]:
-            progress.say(f"left alone: {path} ({what}; not written by clocksweep)")
-        if len(found.foreign) > 5:
-            progress.say(f"left alone: {len(found.foreign) - 5} more paths not written by clocksweep")
-
-        run_record = start_run_record(config, previous if not fresh else None, cluster,
+                            outcome.skipped, sum(e.deals for e in manifest.entries.values()))
+        clean_up(location, state, fresh, progress)
+        run_record = start_run_record(config, state.previous if not fresh else None, cluster,
                                       todo, outcome.skipped)
         location.write_json(RUN_FILE, run_record)
         manifest.flush()
@@ -174,26 +148,8 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
             progress.say(f"{todo:,} of {shards.count:,} shards to play "
                          f"({outcome.skipped} already committed) on "
                          f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)")
-            status = "interrupted"
-            playing = time.monotonic()
-            try:
-                play_all(config, location, shards, manifest, progress, outcome, task)
-                status = "failed" if outcome.failed else "complete"
-            finally:
-                outcome.play_seconds = time.monotonic() - playing
-                try:
-                    for index, why in manifest.flush():  # interrupted: what is left to commit
-                        progress.say(f"shard {index}: {why}; not committed")
-                        outcome.played -= 1
-                        outcome.played_deals -= shards[index].count
-                    progress.close()
-                    run_record["runs"][-1].update(
-                        finished=now(), status=status, shards_played=outcome.played,
-                        shards_failed=outcome.failed,
-                    )
-                    location.write_json(RUN_FILE, run_record)
-                finally:
-                    remove_partial_files(location)
+            play_and_record(config, location, shards, manifest, progress, outcome, task,
+                            run_record)
         else:
             run_record["runs"][-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record)
@@ -207,11 +163,86 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
 
     outcome.seconds = time.monotonic() - clock
     for entry in manifest.entries.values():
-        outcome.deals += entry["deals"]
-        outcome.rows += entry["rows"]
-        outcome.bytes += sum(record["bytes"] for record in entry["files"])
-        outcome.row_bytes += sum(r["bytes"] for r in entry["files"] if r["table"] == DEALS_TABLE)
+        outcome.deals += entry.deals
+        outcome.rows += entry.rows
+        outcome.bytes += sum(record.bytes for record in entry.files)
+        outcome.row_bytes += sum(record.bytes for record in entry.files_of(DEALS_TABLE))
     return outcome
+
+
+def read_state(location: Location, config: SweepConfig, fresh: bool, shards: ShardPlan) -> State:
+    """Read the results directory (the lock held): refuse one that is not ours, or not this
+    config's unless ``fresh``; keep the committed shards that still verify."""
+    waiting = nullcontext() if location.is_local else deadline(
+        f"output: {config.output} did not answer within {{seconds}} s")
+    try:
+        with waiting:
+            previous, listed = read_previous(location, config, fresh)
+            manifest = records.Manifest(location, config.hash)
+            notes: list[tuple[int | None, str]] = []
+            if listed is not None and not fresh:
+                if listed["config_hash"] != config.hash:
+                    notes.append((None, f"{MANIFEST_FILE} belongs to another config (hash "
+                                        f"{listed['config_hash'][:12]}), so every shard is redone"))
+                else:
+                    notes = manifest.load_verified(listed["shards"], shards, len(config.cells),
+                                                   expected_schemas(config.record))
+            found = validate.survey(location, set() if fresh else manifest.committed_paths())
+    except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
+        raise layout.ResultsError(f"output: {config.output}: cannot be read "
+                                  f"({(str(error).strip().splitlines() or [''])[0]})") from None
+    if found.blocking:
+        path, what = found.blocking[0]
+        raise layout.ResultsError(f"output: {config.output}: {path} is {what} where clocksweep "
+                                  "keeps its own files; move it away")
+    return State(previous, manifest, notes, found)
+
+
+def clean_up(location: Location, state: State, fresh: bool, progress: Progress) -> None:
+    """Say what could not be kept; remove what is ours and not committed (with --fresh, the
+    old results too); name what is not ours, and leave it."""
+    for index, problem in state.notes:
+        kept = index is not None and index in state.manifest.entries
+        progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
+    if fresh and state.previous is not None:
+        # The report goes with the results it described.
+        for name in (MANIFEST_FILE, layout.REPORT_DIR):
+            location.delete(name)
+    found = state.found
+    for path in found.removable:
+        location.delete(path)
+    location.prune_partial()
+    if found.removable:
+        progress.say(f"removed {len(found.removable)} uncommitted file(s) of an earlier run")
+    for path, what in found.foreign[:5]:
+        progress.say(f"left alone: {path} ({what}; not written by clocksweep)")
+    if len(found.foreign) > 5:
+        progress.say(f"left alone: {len(found.foreign) - 5} more paths not written by clocksweep")
+
+
+def play_and_record(config: SweepConfig, location: Location, shards: ShardPlan,
+                    manifest: records.Manifest, progress: Progress, outcome: Outcome, task,
+                    run_record: dict) -> None:
+    """Play what is left, then record how the run ended, however it ends."""
+    status = "interrupted"
+    playing = time.monotonic()
+    try:
+        play_all(config, location, shards, manifest, progress, outcome, task)
+        status = "failed" if outcome.failed else "complete"
+    finally:
+        outcome.play_seconds = time.monotonic() - playing
+        try:
+            for index, why in manifest.flush():  # interrupted: what is left to commit
+                progress.say(f"shard {index}: {why}; not committed")
+                outcome.played -= 1
+                outcome.played_deals -= shards[index].count
+            progress.close()
+            run_record["runs"][-1].update(finished=now(), status=status,
+                                          shards_played=outcome.played,
+                                          shards_failed=outcome.failed)
+            location.write_json(RUN_FILE, run_record)
+        finally:
+            remove_partial_files(location)
 
 
 def remove_partial_files(location: Location) -> None:
@@ -387,8 +418,7 @@ def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
                         ) from None
                     failed(shard, error_line(error))
                     continue
-                entry["attempts"] = attempts[shard.index]
-                manifest.commit(entry)
+                manifest.commit(replace(entry, attempts=attempts[shard.index]))
                 if not report_removed:
                     # The results now differ from what a report of them said: remove it.
                     location.delete(layout.REPORT_DIR)

@@ -6,9 +6,10 @@ metadata, its manifest entry, which the driver commits; results never pass throu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.engine.rules import Cell
+from pipeline.store.entries import ShardEntry
 from pipeline.store.files import ShardFileWriter, file_metadata
 from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE
 from pipeline.store.location import Location
@@ -45,17 +46,15 @@ class ShardJob:
     attempt: int
 
 
-def play_shard(job: ShardJob, after_batch=None) -> dict:
+def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """The Ray task: `write_shard`'s manifest entry, with the node that played the shard."""
     import ray
 
-    entry = write_shard(job, after_batch)
-    entry["node"] = ray.util.get_node_ip_address()
-    entry["node_id"] = ray.get_runtime_context().get_node_id()
-    return entry
+    return replace(write_shard(job, after_batch), node=ray.util.get_node_ip_address(),
+                   node_id=ray.get_runtime_context().get_node_id())
 
 
-def write_shard(job: ShardJob, after_batch=None) -> dict:
+def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """Play a shard under every cell and write its file(s): the manifest entry, less attempts
     and node. ``after_batch(job, start)`` is called once each batch is written (a test's way
     in: to stop a worker mid-shard)."""
@@ -103,19 +102,16 @@ def write_shard(job: ShardJob, after_batch=None) -> dict:
             table = table.replace_schema_metadata(metadata)
             writers[name] = ShardFileWriter(job.location, shard.path(name), name)
             writers[name].write(table)
-        files = [writer.commit() for writer in writers.values()]
+        files = tuple(writer.commit() for writer in writers.values())
     except BaseException:
         for writer in writers.values():
             writer.abort()
         raise
-    return {
-        "index": shard.index,
-        "first": shard.first,
-        "last": shard.last,
-        "deals": shard.count,
-        "cells": len(cells),
-        "rows": sum(record["rows"] for record in files if record["table"] == DEALS_TABLE),
-        "files": files,
-        "seconds": round(time.perf_counter() - started, 3),
-        "kernel_seconds": round(playing, 3),
-    }
+    return ShardEntry(
+        index=shard.index, first=shard.first, last=shard.last, deals=shard.count,
+        cells=len(cells), rows=sum(record.rows for record in files if record.table == DEALS_TABLE),
+        files=files, seconds=round(time.perf_counter() - started, 3),
+        kernel_seconds=round(playing, 3),
+        staged=tuple((writer.staged, writer.relative) for writer in writers.values()
+                     if writer.staged is not None),
+    )

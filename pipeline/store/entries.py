@@ -1,0 +1,95 @@
+"""The manifest's typed records: a committed file and a shard's entry, each read from JSON by
+`from_json`, which names what is wrong in one line, and written back by `to_json`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class RecordError(ValueError):
+    """A manifest or run record that is not one; the message says what is wrong, in one line."""
+
+
+def _is_count(value, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One committed file of a shard, as the manifest lists it."""
+
+    table: str
+    path: str
+    rows: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "path": self.path, "rows": self.rows, "bytes": self.bytes,
+                "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, value) -> FileRecord:
+        if not (isinstance(value, dict)
+                and all(isinstance(value.get(key), str) for key in ("table", "path", "sha256"))
+                and _is_count(value.get("rows")) and _is_count(value.get("bytes"))):
+            raise RecordError("one of its files is malformed")
+        return cls(value["table"], value["path"], value["rows"], value["bytes"], value["sha256"])
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """A committed shard, as the manifest lists it: its deal range, cells, rows and files, and
+    how it was played. ``staged`` (where a task left its local files for the driver to put in
+    place, as (staged, final) paths) travels from the task to the driver and is not recorded."""
+
+    index: int
+    first: int
+    last: int
+    deals: int
+    cells: int
+    rows: int
+    files: tuple[FileRecord, ...]
+    seconds: float | None = None
+    kernel_seconds: float | None = None
+    node: str | None = None
+    node_id: str | None = None
+    attempts: int | None = None
+    staged: tuple[tuple[str, str], ...] = ()
+
+    COUNTS = ("index", "first", "last", "deals", "cells", "rows")
+    OPTIONAL = ("seconds", "kernel_seconds", "node", "node_id", "attempts")
+
+    def to_json(self) -> dict:
+        out = {key: getattr(self, key) for key in self.COUNTS}
+        out["files"] = [record.to_json() for record in self.files]
+        out.update((key, getattr(self, key)) for key in self.OPTIONAL
+                   if getattr(self, key) is not None)
+        return out
+
+    @classmethod
+    def from_json(cls, value) -> ShardEntry:
+        if not isinstance(value, dict):
+            raise RecordError("not an object")
+        for key in cls.COUNTS:
+            if not _is_count(value.get(key)):
+                raise RecordError(f"its {key} is {value.get(key)!r}, not a count")
+        if value["last"] < value["first"]:
+            raise RecordError("its range ends before it starts")
+        files = value.get("files")
+        if not isinstance(files, list) or not files:
+            raise RecordError("it lists no files")
+        extra = sorted(set(value) - set(cls.COUNTS) - set(cls.OPTIONAL) - {"files"})
+        if extra:
+            raise RecordError(f"it has keys no clocksweep writes ({', '.join(extra)})")
+        for key, kinds in (("seconds", (int, float)), ("kernel_seconds", (int, float)),
+                           ("node", (str,)), ("node_id", (str,)), ("attempts", (int,))):
+            if value.get(key) is not None and (isinstance(value[key], bool)
+                                               or not isinstance(value[key], kinds)):
+                raise RecordError(f"its {key} is {value[key]!r}")
+        return cls(**{key: value[key] for key in cls.COUNTS},
+                   files=tuple(FileRecord.from_json(record) for record in files),
+                   **{key: value.get(key) for key in cls.OPTIONAL})
+
+    def files_of(self, table: str) -> list[FileRecord]:
+        return [record for record in self.files if record.table == table]
