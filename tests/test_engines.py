@@ -36,6 +36,7 @@ import pytest
 from scipy.stats import chi2, norm
 
 from pipeline.engine import deals, odds, reference, rules
+from pipeline.engine.record import DealRecord, from_kernel
 from pipeline.engine.rules import CENTRE, KING, N_HOURS, Cell
 
 CELLS = rules.all_cells()
@@ -57,42 +58,6 @@ STAT_DEALS = 2_000_000
 Z_LIMIT = 4.0  # win rates: within 4 standard errors of the exact value
 P_THRESHOLD = 1e-4  # chi-square tests pass with p > 1e-4
 FAMILY_ALPHA = 1e-4  # hint bins: Bonferroni over the bins, two-sided, family-wise 1e-4
-
-
-# --- One row per deal, whichever engine ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Row:
-    """A deal's result under one cell, in the reference engine's terms."""
-
-    won: bool
-    cards_turned: int
-    down_at_stop: int
-    rescue_pile: int | None
-    hint: Fraction | None
-    restarts: int | None
-
-
-def reference_row(result: reference.DealResult) -> Row:
-    return Row(
-        bool(result.won), result.cards_turned, result.down_at_stop, result.rescue_pile,
-        result.hint, result.restarts,
-    )
-
-
-def kernel_row(out: dict[str, np.ndarray], c: int, d: int) -> Row:
-    pile = int(out["rescue_pile"][c, d])
-    den = int(out["hint_den"][c, d])
-    restarts = int(out["restarts"][c, d])
-    return Row(
-        bool(out["won"][c, d]),
-        int(out["cards_turned"][c, d]),
-        int(out["down_at_stop"][c, d]),
-        pile or None,
-        Fraction(int(out["hint_num"][c, d]), den) if den else None,
-        None if restarts == -1 else restarts,
-    )
 
 
 # --- The independent standard chain -------------------------------------------------------
@@ -160,7 +125,7 @@ def expected_pile(cell: Cell, state: FirstDeath, seed: int, deal: int) -> int:
     return winners[0] if winners else most
 
 
-def check_deal(cell: Cell, row: Row, state: FirstDeath, seed: int, deal: int) -> None:
+def check_deal(cell: Cell, row: DealRecord, state: FirstDeath, seed: int, deal: int) -> None:
     """Every fact about one deal's row that the rules fix, whichever engine played it."""
     where = f"seed {seed} deal {deal} {cell.label}: {row}"
     unseen = sum(state.down)
@@ -174,7 +139,7 @@ def check_deal(cell: Cell, row: Row, state: FirstDeath, seed: int, deal: int) ->
         assert KING in state.start_bottom_home[:N_HOURS], where
 
     if cell.variant == "standard":
-        assert row == Row(standard_win, len(state.taken), unseen, None, None, None), where
+        assert row == DealRecord(standard_win, len(state.taken), unseen, None, None, None), where
         return
     if cell.variant == "play_out":
         assert row.cards_turned == 52, where
@@ -184,7 +149,7 @@ def check_deal(cell: Cell, row: Row, state: FirstDeath, seed: int, deal: int) ->
         return
     assert row.restarts is None, where
     if standard_win:
-        assert row == Row(True, 52, 0, None, None, None), where
+        assert row == DealRecord(True, 52, 0, None, None, None), where
         return
 
     pile = row.rescue_pile - 1
@@ -264,7 +229,7 @@ def test_conformance(cell, engine, harness_states, request):
             state = harness_states[deal][cell.order]
             table = reference.Table(down=reference.layout(HARNESS_SEED, deal, cell.order))
             result = reference.play(HARNESS_SEED, deal, cell, table)
-            check_deal(cell, reference_row(result), state, HARNESS_SEED, deal)
+            check_deal(cell, result.record, state, HARNESS_SEED, deal)
             check_reference_steps(cell, result, table, state)
         return
 
@@ -295,7 +260,7 @@ def test_conformance(cell, engine, harness_states, request):
         assert (pile == 0).all()
     # Deal by deal against the standard chain played here.
     for deal in range(KERNEL_ORACLE_DEALS):
-        row = kernel_row(out, c, deal)
+        row = from_kernel(out, c, deal)
         check_deal(cell, row, harness_states[deal][cell.order], HARNESS_SEED, deal)
 
 
@@ -374,8 +339,8 @@ def test_kernel_equals_reference_on_every_cell(seed, first):
         layouts = {order: rules.lay_out(deck, order) for order in rules.ORDERS}
         for c, cell in enumerate(CELLS):
             table = reference.Table(down=[list(pile) for pile in layouts[cell.order]])
-            expected = reference_row(reference.play(seed, deal, cell, table))
-            got = kernel_row(out, c, d)
+            expected = reference.play(seed, deal, cell, table).record
+            got = from_kernel(out, c, d)
             takes = sum(step.action == "take" for step in table.steps)
             exchanged = cell.variant == "exchange" and expected.rescue_pile is not None
             if got.cards_turned != takes + exchanged:

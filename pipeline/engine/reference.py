@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from pipeline.engine import deals, rules
+from pipeline.engine.record import DealRecord
 from pipeline.engine.rules import (
     CENTRE,
     KING,
@@ -59,6 +60,12 @@ class DealResult:
     unvisited_at_third_king: int = 0  # hours never taken from when the third king was placed
     deaths: tuple[int, ...] = ()  # pile index of every death, in order
     restart_piles: tuple[int, ...] = ()
+
+    @property
+    def record(self) -> DealRecord:
+        """The per-deal result fields, as the kernel's results give them too."""
+        return DealRecord(self.won, self.cards_turned, self.down_at_stop, self.rescue_pile,
+                          self.hint, self.restarts)
 
 
 @dataclass
