@@ -1,11 +1,11 @@
 """Per-deal Parquet files, encoded straight from the kernel's arrays.
 
-A sweep of standard play spends 330-450 ns a deal in the kernel; pyarrow's writer took another
-60-90 ns a row for the 14 columns of `schema.DEAL_WRITE_SCHEMA`, 3-9 ns a column even where a
-column is null throughout or constant, since it encodes every value one by one. That cost a
-sweep a sixth of its time. This module writes the same table for that one schema knowing what
-the columns are: a label or a null column is constant per cell, so it is a few runs, not a
-value per row; the rest are small integers, packed in one numba pass each.
+pyarrow's writer encodes every value of every column one by one, even where a column is null
+throughout or constant, and so cost a per-deal sweep a large share of its time
+(`benchmarks/writer_bench.py` measures the two side by side). This module writes the same table
+for the one schema `schema.DEAL_WRITE_SCHEMA` knowing what the columns are: a label or a null
+column is constant per cell, so it is a few runs, not a value per row; the rest are small
+integers, packed in one numba pass each.
 
 What it writes is plain Parquet (format 2, data pages version 1, uncompressed, no statistics),
 the encodings pyarrow was told to use (`files.parquet_options`):

@@ -243,7 +243,7 @@ _ERRORS = {
 @_compiled_on_first_call
 def _tally_facts(won, kings, unvisited, tally):
     """Count deals by (won, kings, unvisited) into ``tally``; the first deal out of range, or -1.
-    (One pass: numpy's bincount over int64 keys cost 15 ns a deal, a tenth of writing its row.)"""
+    (One pass, rather than numpy's bincount over keys built first.)"""
     for i in range(len(won)):
         k, u = kings[i], unvisited[i]
         if k < 0 or k >= FACT_RANGE or u < 0 or u >= FACT_RANGE:

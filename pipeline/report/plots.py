@@ -38,8 +38,7 @@ def warm_up() -> None:
 def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.55,
             top: float = 0.4, right: float = 0.15):
     """A one-panel figure with fixed margins, in inches. A constrained layout finds about the
-    same margins, but finding them took a third of the drawing time (measured on an earlier,
-    six-panel win_rates: 0.49 s with it, 0.30-0.36 s without)."""
+    same margins, but searching for them is a large part of the drawing time."""
     fig, ax = _pyplot().subplots(figsize=(width, height))
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
                         top=1 - top / height)

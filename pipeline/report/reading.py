@@ -10,11 +10,10 @@ Both record modes end in the same summary tables (`pipeline.summary`):
   time (memory stays bounded by the shard size, never the sweep), by the same counting code
   the sweep's summary mode runs (`summary.ShardSummary`), then summed in Polars. Shards are
   checked and counted in parallel threads (pyarrow decodes and numba counts without the GIL).
-  The per-row pass is not a Polars group-by, by measurement on this two-core machine: Polars
-  decodes the dictionary label columns as Categoricals at ~25 ns a row each, and a hash
-  group-by over 10^8 rows took 15-20 s, while the pair and block tables need the rows
-  aligned by deal anyway. Here a label column costs one vectorised comparison per batch (its
-  runs), and a record one pass of numba (~20 ns).
+  The per-row pass is not a Polars group-by: Polars decodes the dictionary label columns as
+  Categoricals row by row and hashes every row, while the pair and block tables need the
+  rows aligned by deal anyway. Here a label column costs one vectorised comparison per batch
+  (its runs), and a record one pass of numba (`benchmarks/report_bench.py` measures it).
 - The deal facts two claims need (kings at the bottom, hours unvisited at the third king)
   are counted on standard cells, in each shard's ``facts`` table in both record modes; a
   sweep without a standard cell gets a replay of its first ``--replay`` deals by the kernel

@@ -34,7 +34,7 @@ import numpy as np
 
 def _special():
     """scipy.special, imported on first use. Its distribution functions are the ones
-    scipy.stats evaluates (ndtri, betaincinv, bdtr, chdtrc) without scipy.stats' 0.9 s import;
+    scipy.stats evaluates (ndtri, betaincinv, bdtr, chdtrc) without scipy.stats' slow import;
     the tests hold every result here to scipy.stats itself."""
     from scipy import special
 

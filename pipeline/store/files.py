@@ -46,13 +46,10 @@ def parquet_options(table_schema: pa.Schema) -> dict:
     Labels and floats are dictionary-encoded, so a constant run costs nothing and a value its
     index's bits; integers are delta-encoded (bit-packed deltas: a counter or a constant packs
     to almost nothing, a small integer to about its bit width). No compression: over these
-    encodings zstd saved under a tenth of the bytes of per-deal rows, and cost more CPU than
-    it saved in writing and reading (measured on sweep batches of 1e6 rows: against
-    byte-stream-split integers with zstd, 2-8 ns a row less to write and 23-24 ns a row less to
-    read, a third, for 2.8-3.4 bytes a row instead of 1.9-2.8).
-    No column statistics: they cost up to a quarter of the writing, and a shard's deal range
-    is in its name and in the manifest. Batches of 64k values rather than the default 1k
-    take a fifth off the writer's per-row cost.
+    encodings it saves little and costs more CPU, writing and reading, than it saves. No
+    column statistics: a shard's deal range is in its name and in the manifest, and they are
+    a large part of the writer's cost. Large write batches, for the same reason. (The figures
+    are in the commit log and `benchmarks/writer_bench.py`.)
     """
     dictionary, encodings = [], {}
     for field in table_schema:

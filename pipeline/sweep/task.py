@@ -15,11 +15,10 @@ from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE
 from pipeline.store.location import Location
 from pipeline.store.plan import Shard
 
-# A task plays at most this many rows (deals x cells) at once. Per-deal records: half a
-# million rows (5 MB of kernel results, ~20 MB with their table), which the allocator reuses
-# batch after batch; 4 million rows (40 MB, ~160 MB) are fresh pages each batch and cost
-# 15-20 ns more per row (table building doubles). Summary records: 4 million rows (40 MB of
-# kernel results), since each batch ends in its own small tables.
+# A task plays at most this many rows (deals x cells) at once. Per-deal records: few enough
+# that the allocator reuses the same pages batch after batch (larger batches are fresh pages
+# every time, and cost more per row); summary records: more, since each batch ends in its own
+# small tables. `benchmarks/sweep_bench.py` measures a sweep's split of time.
 ROWS_PER_BATCH = {"deals": 500_000, "summary": 4_000_000}
 
 
