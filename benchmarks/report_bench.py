@@ -59,7 +59,7 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     location = location.Location(where)
     shards = sweep.plan(config)
     record = sweep.start_run_record(config, None, None, shards.count, 0)
-    location.write_json(layout.RUN_FILE, record)
+    location.write_json(layout.RUN_FILE, record.to_json())
     manifest = records.Manifest(location, config.hash)
     jobs = [(where, raw, shard.index) for shard in shards]
     if workers > 1:
@@ -70,9 +70,9 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     for entry in entries:
         manifest.commit(entry)
     manifest.flush()
-    record["runs"][-1].update(finished=sweep.now(), status="complete")
-    location.write_json(layout.RUN_FILE, record)
-    return record
+    record.runs[-1].update(finished=sweep.now(), status="complete")
+    location.write_json(layout.RUN_FILE, record.to_json())
+    return record.to_json()
 
 
 _REPORT = """

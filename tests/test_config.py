@@ -269,7 +269,7 @@ def real_run_record(where: Path) -> dict:
 
     made = config.from_dict({"name": "t", "seed": 1, "deals": 10, "shard_size": 10,
                              "output": str(where), "grid": {"variant": ["standard"]}})
-    return sweep.start_run_record(made, None, None, 1, 0)
+    return sweep.start_run_record(made, None, None, 1, 0).to_json()
 
 
 @pytest.mark.parametrize("manifest_json, words, report_words", [

@@ -49,3 +49,35 @@ def test_malformed_entries_are_named(change, words):
 def test_not_an_object():
     with pytest.raises(RecordError, match="not an object"):
         ShardEntry.from_json([ENTRY])
+
+
+def test_run_record_round_trip(tmp_path):
+    """run.json as a run writes it reads back as the same record, keys in the same order."""
+    from pipeline.store.entries import RunRecord
+    from pipeline.sweep import config, driver
+
+    made = config.from_dict({"name": "t", "seed": 1, "deals": 10, "shard_size": 4,
+                             "output": str(tmp_path / "R"), "grid": {"variant": ["watch"]}})
+    record = driver.start_run_record(made, None, None, 3, 0)
+    text = json.loads(json.dumps(record.to_json()))
+    assert RunRecord.from_json(text) == record and list(RunRecord.from_json(text).to_json()) == list(text)
+    assert record.mode == "deals" and record.shards["count"] == 3 and record.runs[-1]["status"] == "running"
+    again = driver.start_run_record(made, record, None, 0, 3)
+    assert [run["status"] for run in again.runs] == ["died", "running"]  # the first never ended
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r.pop("config"), "it has no config"),
+    (lambda r: r["config"].update(seed=-1), "config.seed is -1"),
+    (lambda r: r.update(runs=5), "runs is 5, not a list of run records"),
+    (lambda r: r.update(shards="x"), "shards is 'x'"),
+])
+def test_malformed_run_records_are_named(change, words, tmp_path):
+    from pipeline.store.entries import RunRecord
+    from pipeline.sweep import config, driver
+
+    made = config.from_dict({"name": "t", "seed": 1, "deals": 10, "output": str(tmp_path / "R")})
+    text = json.loads(json.dumps(driver.start_run_record(made, None, None, 1, 0).to_json()))
+    change(text)
+    with pytest.raises(RecordError, match=words):
+        RunRecord.from_json(text)

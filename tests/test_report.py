@@ -44,7 +44,7 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
     location = Location(config.output)
     shards = sweep.plan(config)
     run = sweep.start_run_record(config, None, None, shards.count, 0)
-    location.write_json(layout.RUN_FILE, run)
+    location.write_json(layout.RUN_FILE, run.to_json())
     manifest = records.Manifest(location, config.hash)
     for shard in shards:
         job = shard_task.ShardJob(location=location, shard=shard, seed=config.seed,
@@ -52,8 +52,8 @@ def write_results(where: Path, deals: int, shard_size: int, record: str,
                              provenance=sweep.provenance(config), attempt=1)
         manifest.commit(replace(shard_task.write_shard(job), node="test", attempts=1))
     manifest.flush()
-    run["runs"][-1].update(finished=sweep.now(), status="complete")
-    location.write_json(layout.RUN_FILE, run)
+    run.runs[-1].update(finished=sweep.now(), status="complete")
+    location.write_json(layout.RUN_FILE, run.to_json())
     return config
 
 
@@ -294,7 +294,7 @@ def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
         (where / "run.json").write_text("{not json")
     if setup == "no_manifest":
         config = sweep_config.from_dict({"name": "t", "seed": 1, "deals": 10, "output": str(where)})
-        (where / "run.json").write_text(json.dumps(sweep.start_run_record(config, None, None, 1, 0)))
+        (where / "run.json").write_text(json.dumps(sweep.start_run_record(config, None, None, 1, 0).to_json()))
     result = CliRunner().invoke(cli, ["report", str(where)])
     assert result.exit_code == 2
     assert expected in result.output and "Traceback" not in result.output

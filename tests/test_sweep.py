@@ -452,7 +452,7 @@ def test_object_store_writes_final_keys():
     other_shard = Shard(1, 600, 600)
     assert "it belongs to shard 0" in file_problem(location, record, cfg.hash, None, other_shard)
 
-    run = sweep.start_run_record(cfg, None, None, 1, 0)
+    run = sweep.start_run_record(cfg, None, None, 1, 0).to_json()
     location.write_json("run.json", run)
     manifest = records.Manifest(location, cfg.hash)
     manifest.commit(replace(entry, files=(record,)))

@@ -56,7 +56,7 @@ def provenance(loaded: Loaded) -> dict:
         else:
             ranges.append([first, last])
     runs = []
-    for record in run.get("runs", []):
+    for record in run.runs:
         ray = record.get("ray") or {}
         runs.append({
             "started": record.get("started"), "finished": record.get("finished"),
@@ -68,17 +68,17 @@ def provenance(loaded: Loaded) -> dict:
     return {
         "results": loaded.location.where,
         "record_mode": loaded.mode,
-        "config": run.get("config"),
-        "config_hash": run.get("config_hash"),
-        "config_source": run.get("config_source"),
-        "seed": (run.get("config") or {}).get("seed"),
+        "config": run.config,
+        "config_hash": run.config_hash,
+        "config_source": run.config_source,
+        "seed": run.config.get("seed"),
         "deal_ranges_read": [f"{a}-{b}" for a, b in ranges],
         "deals_read": sum(e.last - e.first + 1 for e in loaded.shards_read),
-        "deal_scheme": run.get("deal_scheme"),
-        "result_schema": run.get("result_schema"),
-        "sweep_code_version": run.get("clocksweep"),
+        "deal_scheme": run.deal_scheme,
+        "result_schema": run.result_schema,
+        "sweep_code_version": run.clocksweep,
         "runs": runs,
-        "shards_planned": (run.get("shards") or {}).get("count"),
+        "shards_planned": (run.shards or {}).get("count"),
         "shards_read": len(loaded.shards_read),
         "shard_files_read": [r.path for e in loaded.shards_read for r in e.files],
         "shards_not_read": loaded.problems,

@@ -22,6 +22,7 @@ from pipeline.records import summary
 from pipeline.report import claims as claim_rules
 from pipeline.report import stats
 from pipeline.report.reading import Loaded, run_cells
+from pipeline.store.entries import RunRecord, ShardEntry
 
 Z_FLAG = 4.0
 
@@ -396,7 +397,7 @@ def best_line(record: dict) -> str:
 # --- The replay for claims the columns cannot answer ----------------------------------------
 
 
-def plan_replay(run: dict, entries: list[dict], count: int) -> tuple[tuple | None, str]:
+def plan_replay(run: RunRecord, entries: list[ShardEntry], count: int) -> tuple[tuple | None, str]:
     """(seed, first deal, count, order) of the replay, or None and why not.
 
     The replay covers the sweep's first committed deals (consecutive shards from the lowest),
@@ -406,11 +407,11 @@ def plan_replay(run: dict, entries: list[dict], count: int) -> tuple[tuple | Non
 
     if count <= 0:
         return None, "no replay (--replay 0)"
-    scheme = run.get("deal_scheme")
+    scheme = run.deal_scheme
     if scheme != deals.SCHEME_VERSION:
         return None, (f"no replay: the sweep used deal scheme {scheme!r}, this code has "
                       f"{deals.SCHEME_VERSION!r}, so its layouts cannot be rebuilt here")
-    seed = (run.get("config") or {}).get("seed")
+    seed = run.config.get("seed")
     if seed is None or not entries:
         return None, "no replay: run.json names no seed, or no shard is committed"
     cells = run_cells(run)

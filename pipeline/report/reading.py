@@ -36,6 +36,7 @@ from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.records import summary
 from pipeline.store import files, layout, location, records, validate
+from pipeline.store.entries import RunRecord
 
 
 class ReportError(ValueError):
@@ -51,7 +52,7 @@ class Loaded:
 
     where: str
     location: location.Location
-    run: dict
+    run: RunRecord
     mode: str
     cells: list[Cell]
     shards_read: list[dict]
@@ -60,10 +61,10 @@ class Loaded:
     head_won: dict[Cell, tuple[int, np.ndarray]] = field(default_factory=dict)
 
 
-def run_cells(run: dict) -> list[Cell]:
+def run_cells(run: RunRecord) -> list[Cell]:
     try:
         return [Cell(c["variant"], c.get("strategy"), c["finale"], c["order"], c.get("depth"))
-                for c in run.get("cells", [])]
+                for c in run.cells]
     except (KeyError, TypeError, rules.RuleError) as error:
         raise ReportError(f"run.json: its cells are not cells of the rules ({error})") from None
 
@@ -79,7 +80,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     except layout.ResultsError as error:
         raise ReportError(str(error)) from None
     location, run = results.location, results.run
-    mode = run.get("record") or run["config"].get("record")
+    mode = run.mode
     if mode not in ("deals", "summary"):
         raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
     if results.unusable:  # run.json or the whole manifest: nothing in it can be trusted
@@ -87,7 +88,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     if results.manifest_missing:
         raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
     cells = run_cells(run)
-    config_hash = run["config_hash"]
+    config_hash = run.config_hash
     schemas = files.expected_schemas(mode)
     plan = results.plan
     committed = [results.entries[index] for index in sorted(results.entries)]

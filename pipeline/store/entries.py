@@ -1,9 +1,10 @@
-"""The manifest's typed records: a committed file and a shard's entry, each read from JSON by
-`from_json`, which names what is wrong in one line, and written back by `to_json`."""
+"""The typed records of a results directory: a committed file and a shard's entry (the
+manifest's), and a run record (run.json), each read from JSON by `from_json`, which names what
+is wrong in one line, and written back by `to_json`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class RecordError(ValueError):
@@ -93,3 +94,64 @@ class ShardEntry:
 
     def files_of(self, table: str) -> list[FileRecord]:
         return [record for record in self.files if record.table == table]
+
+
+@dataclass
+class RunRecord:
+    """run.json: the resolved config and its hash, the versions that wrote the results, the
+    cells, the shard plan, and one record per run (``runs``, the last one this run's)."""
+
+    config: dict
+    config_hash: str
+    cells: list[dict]
+    runs: list[dict] = field(default_factory=list)
+    clocksweep: str | None = None
+    config_source: str | None = None
+    deal_scheme: str | None = None
+    result_schema: str | None = None
+    record: str | None = None
+    shards: dict | None = None
+
+    ORDER = ("clocksweep", "config_hash", "config", "config_source", "deal_scheme",
+             "result_schema", "record", "cells", "shards", "runs")
+
+    @property
+    def mode(self) -> str:
+        """The record mode: ``deals`` or ``summary``."""
+        return self.record or self.config["record"]
+
+    def to_json(self) -> dict:
+        return {key: getattr(self, key) for key in self.ORDER if getattr(self, key) is not None}
+
+    @classmethod
+    def from_json(cls, run) -> RunRecord:
+        """The record in ``run``; RecordError naming the first field `validate`, the report or
+        a resumed run could not rely on."""
+        if not isinstance(run, dict):
+            raise RecordError(f"it holds a JSON {type(run).__name__}, not an object")
+        config = run.get("config")
+        if not isinstance(config, dict):
+            raise RecordError("it has no config")
+        for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
+            if not _is_count(config.get(key), least):
+                raise RecordError(f"config.{key} is {config.get(key)!r}, not a count of at least {least}")
+        if config.get("record") not in ("deals", "summary"):
+            raise RecordError(f"config.record is {config.get('record')!r}, not deals or summary")
+        if not isinstance(config.get("grid"), dict):
+            raise RecordError(f"config.grid is {config.get('grid')!r}, not a table of the grid's axes")
+        if not isinstance(run.get("cells"), list) or not all(isinstance(c, dict) for c in run["cells"]):
+            raise RecordError("it has no list of cells")
+        if not isinstance(run.get("config_hash"), str):
+            raise RecordError("it has no config_hash")
+        runs = run.get("runs", [])
+        if not isinstance(runs, list) or not all(isinstance(record, dict) for record in runs):
+            raise RecordError(f"runs is {runs!r}, not a list of run records")
+        for record in runs:
+            ray = record.get("ray")
+            if ray is not None and not (isinstance(ray, dict)
+                                        and isinstance(ray.get("nodes", []), list)):
+                raise RecordError(f"a run's ray is {ray!r}, not a record of a Ray cluster")
+        shards = run.get("shards", {"count": 1, "size": 1})
+        if not isinstance(shards, dict) or not all(_is_count(shards.get(k), 1) for k in ("count", "size")):
+            raise RecordError(f"shards is {shards!r}, not an object with a count and a size")
+        return cls(**{key: run.get(key) for key in cls.ORDER if key in run})

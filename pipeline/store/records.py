@@ -9,7 +9,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from pipeline.engine import rules
-from pipeline.store.entries import RecordError, ShardEntry, _is_count
+from pipeline.store.entries import RecordError, RunRecord, ShardEntry, _is_count
 from pipeline.store.files import file_problem
 from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, ResultsError, article
 from pipeline.store.location import Location, os_error_text
@@ -109,58 +109,24 @@ def shard_problem(location: Location, entry: ShardEntry, shard: Shard, config_ha
     return None
 
 
-def version_problem(run: dict) -> str | None:
+def version_problem(run: RunRecord) -> str | None:
     """Results written in another version of their record schema than this clocksweep reads."""
     from pipeline.records.identity import result_schema_version
 
-    mode = run.get("record") or run.get("config", {}).get("record")
-    written, read = run.get("result_schema"), result_schema_version(mode)
+    written, read = run.result_schema, result_schema_version(run.mode)
     if written == read:
         return None
     return (f"{RUN_FILE}: the results are in record schema {written}, this clocksweep reads "
             f"{read}; rerun the config with --fresh to write them again")
 
 
-def run_record_problem(run) -> str | None:
-    """What keeps a run.json's content from being read as a run record (the fields that
-    `validate`, the report and a resumed run rely on), or None."""
-    if not isinstance(run, dict):
-        return f"it holds a JSON {type(run).__name__}, not an object"
-    config = run.get("config")
-    if not isinstance(config, dict):
-        return "it has no config"
-    for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
-        if not _is_count(config.get(key), least):
-            return f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
-    if config.get("record") not in ("deals", "summary"):
-        return f"config.record is {config.get('record')!r}, not deals or summary"
-    if not isinstance(config.get("grid"), dict):
-        return f"config.grid is {config.get('grid')!r}, not a table of the grid's axes"
-    if not isinstance(run.get("cells"), list) or not all(isinstance(c, dict) for c in run["cells"]):
-        return "it has no list of cells"
-    if not isinstance(run.get("config_hash"), str):
-        return "it has no config_hash"
-    runs = run.get("runs", [])
-    if not isinstance(runs, list) or not all(isinstance(record, dict) for record in runs):
-        return f"runs is {runs!r}, not a list of run records"
-    for record in runs:
-        ray = record.get("ray")
-        if ray is not None and not (isinstance(ray, dict)
-                                    and isinstance(ray.get("nodes", []), list)):
-            return f"a run's ray is {ray!r}, not a record of a Ray cluster"
-    shards = run.get("shards", {"count": 1, "size": 1})
-    if not isinstance(shards, dict) or not all(_is_count(shards.get(k), 1) for k in ("count", "size")):
-        return f"shards is {shards!r}, not an object with a count and a size"
-    return None
-
-
-def run_record_mismatch(run: dict) -> str | None:
+def run_record_mismatch(run: RunRecord) -> str | None:
     """Where a well-formed run record disagrees with itself: its config must give its
     config_hash, its cells, its shard plan and the deal scheme it names (an edited run.json
     would otherwise be read as the sweep it no longer describes)."""
     from pipeline.records import identity
 
-    config = run["config"]
+    config = run.config
     try:
         cells = rules.expand({axis: tuple(config["grid"][axis]) for axis in rules.AXES})
         recorded = identity.sweep_identity(
@@ -169,16 +135,16 @@ def run_record_mismatch(run: dict) -> str | None:
     except (KeyError, TypeError, rules.RuleError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
     cells_listed = [{key: value for key, value in cell.items() if key != "label"}
-                    for cell in run["cells"]]
+                    for cell in run.cells]
     checks = [
-        ("config_hash", run["config_hash"], identity.identity_hash(recorded)),
-        ("deal_scheme", run.get("deal_scheme"), recorded["deal_scheme"]),
-        ("record", run.get("record", config["record"]), config["record"]),
+        ("config_hash", run.config_hash, identity.identity_hash(recorded)),
+        ("deal_scheme", run.deal_scheme, recorded["deal_scheme"]),
+        ("record", run.mode, config["record"]),
         ("cells", cells_listed, recorded["cells"]),
     ]
-    if "shards" in run:
+    if run.shards is not None:
         planned = plan_shards(config["first"], config["deals"], config["shard_size"])
-        checks.append(("shards", [run["shards"]["count"], run["shards"]["size"]],
+        checks.append(("shards", [run.shards["count"], run.shards["size"]],
                        [planned.count, config["shard_size"]]))
     for name, found, expected in checks:
         if found != expected:
@@ -207,14 +173,15 @@ def _read_record(location: Location, name: str, what: str):
                            f"({os_error_text(error)})") from None
 
 
-def read_run(location: Location) -> dict | None:
+def read_run(location: Location) -> RunRecord | None:
     """run.json, checked as a run record; None if there is none; ResultsError naming the
     problem if it is not one."""
     run = _read_record(location, RUN_FILE, "a run record")
-    problem = None if run is None else run_record_problem(run)
-    if problem:
-        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: {problem}")
-    return run
+    try:
+        return None if run is None else RunRecord.from_json(run)
+    except RecordError as error:
+        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: "
+                           f"{error}") from None
 
 
 def read_manifest(location: Location) -> dict | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from pipeline.store.entries import RunRecord, ShardEntry
 from pipeline.store.files import expected_schemas
 from pipeline.store.layout import (
     DEALS_TABLE,
@@ -149,9 +150,9 @@ class Results:
     manifest as a whole (then no entry is read)."""
 
     location: Location
-    run: dict
+    run: RunRecord
     plan: ShardPlan
-    entries: dict[int, dict]
+    entries: dict[int, ShardEntry]
     problems: list[tuple[int | None, str]]
     unusable: str | None = None
     manifest_missing: bool = False
@@ -171,7 +172,7 @@ def open_results(where: str | Location) -> Results:
             raise ResultsError(f"{location.where}: a clocksweep run (pid {holder}) is starting "
                                f"there and has not written {RUN_FILE} yet; try again shortly")
         raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
-    config = run["config"]
+    config = run.config
     plan = plan_shards(config["first"], config["deals"], config["shard_size"])
     unusable = version_problem(run) or run_record_mismatch(run)
     try:
@@ -181,12 +182,12 @@ def open_results(where: str | Location) -> Results:
                        unusable or str(error).removeprefix(f"{location.where}: "))
     if manifest is None:
         return Results(location, run, plan, {}, [], unusable, manifest_missing=True)
-    if manifest["config_hash"] != run["config_hash"]:
+    if manifest["config_hash"] != run.config_hash:
         return Results(location, run, plan, {}, [], unusable or (
             f"{MANIFEST_FILE}: belongs to another config (hash {manifest['config_hash'][:12]}, "
-            f"{RUN_FILE} has {run['config_hash'][:12]})"))
-    mode = run.get("record") or config.get("record")
-    entries, problems = checked_entries(manifest["shards"], plan, len(run["cells"]),
+            f"{RUN_FILE} has {run.config_hash[:12]})"))
+    mode = run.mode
+    entries, problems = checked_entries(manifest["shards"], plan, len(run.cells),
                                         expected_schemas(mode) if mode in ("deals", "summary") else {})
     listed = frozenset(record["path"] for entry in manifest["shards"]
                        if not entry_shape_problem(entry) for record in entry["files"])  # raw JSON
@@ -213,20 +214,20 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
     problems += [problem for _, problem in results.problems]
     if results.manifest_missing:
         problems.append(f"{MANIFEST_FILE}: missing (no shard committed)")
-    n_cells = len(run["cells"])
+    n_cells = len(run.cells)
     listed = {index for index, _ in results.problems if index is not None} | set(results.entries)
     if version_problem(run):
         # Every file would differ from this version's schemas: the one line says it all.
         return problems, {"shards": plan.count, "committed": len(listed), "broken": len(listed),
                           "deals": 0, "cells": n_cells, "files": 0, "rows": 0, "bytes": 0,
                           "bytes_per_row": None}
-    schemas = expected_schemas(run["config"]["record"])
+    schemas = expected_schemas(run.mode)
     broken = {index for index, _ in results.problems if index is not None}
     good: set[int] = set()
     rows = size = row_bytes = files = 0
     for index in sorted(results.entries):
         entry = results.entries[index]
-        problem = shard_problem(location, entry, plan[index], run["config_hash"], schemas)
+        problem = shard_problem(location, entry, plan[index], run.config_hash, schemas)
         if problem:
             problems.append(problem)
             broken.add(index)

@@ -28,6 +28,7 @@ import pyarrow as pa
 from pipeline import __version__
 from pipeline.records import identity
 from pipeline.store import layout, records, validate
+from pipeline.store.entries import RunRecord
 from pipeline.store.files import expected_schemas
 from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE
 from pipeline.store.location import Location, is_disk_full
@@ -96,7 +97,7 @@ def now() -> str:
 class State:
     """What a run found in its results directory, before it changes anything there."""
 
-    previous: dict | None  # the run record (``{}``: one that --fresh replaces)
+    previous: RunRecord | None  # the run record, if there is one this run keeps
     manifest: records.Manifest  # the committed shards that still verify
     notes: list[tuple[int | None, str]]  # (shard or None, why) of what could not be kept
     found: validate.Survey  # what else lies there
@@ -142,7 +143,7 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         clean_up(location, state, fresh, progress)
         run_record = start_run_record(config, state.previous if not fresh else None, cluster,
                                       todo, outcome.skipped)
-        location.write_json(RUN_FILE, run_record)
+        location.write_json(RUN_FILE, run_record.to_json())
         manifest.flush()
         if todo:
             progress.say(f"{todo:,} of {shards.count:,} shards to play "
@@ -151,8 +152,8 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
             play_and_record(config, location, shards, manifest, progress, outcome, task,
                             run_record)
         else:
-            run_record["runs"][-1].update(finished=now(), status="complete")
-            location.write_json(RUN_FILE, run_record)
+            run_record.runs[-1].update(finished=now(), status="complete")
+            location.write_json(RUN_FILE, run_record.to_json())
     finally:
         if lock is not None:
             lock.release(refused=refused)
@@ -204,8 +205,8 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
     for index, problem in state.notes:
         kept = index is not None and index in state.manifest.entries
         progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
-    if fresh and state.previous is not None:
-        # The report goes with the results it described.
+    if fresh and location.kind(RUN_FILE) == "file":
+        # The results are replaced: their manifest, and the report, which went with them.
         for name in (MANIFEST_FILE, layout.REPORT_DIR):
             location.delete(name)
     found = state.found
@@ -222,7 +223,7 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
 
 def play_and_record(config: SweepConfig, location: Location, shards: ShardPlan,
                     manifest: records.Manifest, progress: Progress, outcome: Outcome, task,
-                    run_record: dict) -> None:
+                    run_record: RunRecord) -> None:
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
     playing = time.monotonic()
@@ -237,10 +238,10 @@ def play_and_record(config: SweepConfig, location: Location, shards: ShardPlan,
                 outcome.played -= 1
                 outcome.played_deals -= shards[index].count
             progress.close()
-            run_record["runs"][-1].update(finished=now(), status=status,
-                                          shards_played=outcome.played,
-                                          shards_failed=outcome.failed)
-            location.write_json(RUN_FILE, run_record)
+            run_record.runs[-1].update(finished=now(), status=status,
+                                       shards_played=outcome.played,
+                                       shards_failed=outcome.failed)
+            location.write_json(RUN_FILE, run_record.to_json())
         finally:
             remove_partial_files(location)
 
@@ -257,10 +258,11 @@ def remove_partial_files(location: Location) -> None:
     location.prune_partial()
 
 
-def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple[dict | None, dict | None]:
+def read_previous(location: Location, config: SweepConfig,
+                  fresh: bool) -> tuple[RunRecord | None, dict | None]:
     """The run record and the manifest already in the output directory (None where there is
-    none; the record ``{}`` if --fresh replaces one that cannot be read); refuse a directory
-    that is not ours, or not this config's unless ``fresh``."""
+    none, or where --fresh replaces one that cannot be read); refuse a directory that is not
+    ours, or not this config's unless ``fresh``."""
     where = config.output
 
     def readable(read, name: str):
@@ -269,30 +271,30 @@ def read_previous(location: Location, config: SweepConfig, fresh: bool) -> tuple
         except layout.ResultsError as error:
             ours = location.kind(name) == "file"  # not a directory or link, which is not ours
             if fresh and ours:
-                return {}
+                return None
             advice = "; use --fresh to start over there" if ours else ""
             raise layout.ResultsError(
                 f"output: {where}: {str(error).removeprefix(location.where + ': ')}{advice}"
             ) from None
 
     previous = readable(records.read_run, RUN_FILE)
-    listed = readable(records.read_manifest, MANIFEST_FILE) or None
+    listed = readable(records.read_manifest, MANIFEST_FILE)
     if previous is None:
+        if location.kind(RUN_FILE) == "file":  # one --fresh replaces
+            return None, listed
         if location.exists() and location.entries():
             raise layout.ResultsError(
                 f"output: {where} exists, is not empty and is not a clocksweep results "
                 f"directory (no {RUN_FILE}); choose a new or empty directory"
             )
         return None, listed
-    if previous == {}:
-        return previous, listed
     version = records.version_problem(previous)
     if version and not fresh:
         raise layout.ResultsError(f"output: {where}: {version}")
-    if previous.get("config_hash") != config.hash and not fresh:
+    if previous.config_hash != config.hash and not fresh:
         raise layout.ResultsError(
             f"output: {where} holds results of another config (hash "
-            f"{str(previous.get('config_hash'))[:12]}, this one {config.hash[:12]}); "
+            f"{previous.config_hash[:12]}, this one {config.hash[:12]}); "
             "use --fresh to replace them, or choose another output"
         )
     return previous, listed
@@ -308,25 +310,25 @@ def provenance(config: SweepConfig) -> dict:
     }
 
 
-def start_run_record(config: SweepConfig, previous: dict | None, cluster: dict | None,
-                     todo: int, skipped: int) -> dict:
-    record = {
-        "clocksweep": __version__,
-        "config_hash": config.hash,
-        "config": config.resolved(),
-        "config_source": config.source,
-        "deal_scheme": config.identity()["deal_scheme"],
-        "result_schema": config.identity()["result_schema"],
-        "record": config.record,
-        "cells": [{**identity.cell_record(cell), "label": cell.label} for cell in config.cells],
-        "shards": {"count": config.n_shards, "size": config.shard_size,
-                   "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet"},
+def start_run_record(config: SweepConfig, previous: RunRecord | None, cluster: dict | None,
+                     todo: int, skipped: int) -> RunRecord:
+    record = RunRecord(
+        clocksweep=__version__,
+        config_hash=config.hash,
+        config=config.resolved(),
+        config_source=config.source,
+        deal_scheme=config.identity()["deal_scheme"],
+        result_schema=config.identity()["result_schema"],
+        record=config.record,
+        cells=[{**identity.cell_record(cell), "label": cell.label} for cell in config.cells],
+        shards={"count": config.n_shards, "size": config.shard_size,
+                "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet"},
         # A run still "running" ended without a word (its driver was killed): this driver holds
         # the directory's lock, so that run is over.
-        "runs": [{**run, "status": "died"} if run.get("status") == "running" else run
-                 for run in (previous or {}).get("runs", [])],
-    }
-    record["runs"].append({
+        runs=[{**run, "status": "died"} if run.get("status") == "running" else run
+              for run in (previous.runs if previous else [])],
+    )
+    record.runs.append({
         "started": now(),
         "finished": None,
         "status": "running",
