@@ -1,8 +1,8 @@
-"""Regression tests of issue 16's races and limits, with real parts: real Ray processes, real
-signals, a real tmpfs, real Parquet (contract: /tmp/contract.md, items 1, 8, 9, 12 and the
-layout of committed files).
+"""Races and limits, with real parts: real Ray processes, real signals, a real tmpfs, real
+Parquet. A second driver while one runs, readers after a driver is killed, a disk that fills,
+a report while its results are replaced, plans too large to list (README: "Ownership").
 
-In-process runs use this module's own local Ray instance (CliRunner, as in test_sweep.py); a
+In-process runs use the tests' local Ray instance (CliRunner, as in test_sweep.py); a
 run that must be interrupted or raced is a driver subprocess with its own Ray, whose processes
 are found by their temp dir (RAY_TMPDIR) and ended by pid. Each test gathers what it found
 wrong in a list and fails once at the end, naming every defect it saw.

@@ -1,4 +1,4 @@
-"""Tests of `clocksweep report` (pipeline/report.py, claims.py, plots.py) on real results.
+"""Tests of `clocksweep report` (pipeline/report/) on real results.
 
 Results directories are written here as the sweep writes them: `shard_task.write_shard` (the Ray
 task's body) plays each shard with the kernel and writes real Parquet, `records.Manifest`
