@@ -212,7 +212,7 @@ def report_provenance(out: Path) -> dict:
     return json.loads((out / "report" / "report.json").read_text())["provenance"]
 
 
-# --- [layout] Symbolic links and foreign files under shards/ -----------------------------------
+# --- Symbolic links and foreign files under shards/ -----------------------------------
 
 
 def _alias(out: Path, other: Path):
@@ -296,7 +296,7 @@ def test_links_where_files_of_ours_go_are_refused(damage, results, config_file, 
         assert_files_kept(results, {path: shas[path] for path in committed_files_now(results)})
 
 
-# --- [layout] A directory where a shard file goes ---------------------------------------------
+# --- A directory where a shard file goes ---------------------------------------------
 
 
 def test_directory_at_a_shard_path_refused(results, config_file):
@@ -313,7 +313,7 @@ def test_directory_at_a_shard_path_refused(results, config_file):
     assert before == {name: (results / name).read_bytes() for name in before}
 
 
-# --- [2] manifest.json a directory ------------------------------------------------------------
+# --- manifest.json a directory ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
@@ -329,7 +329,7 @@ def test_manifest_a_directory(fresh, results, config_file):
     assert any("manifest.json" in line for line in problem_lines(checked)), checked.output
 
 
-# --- [3] A malformed manifest entry, a manifest of another config --------------------------------
+# --- A malformed manifest entry, a manifest of another config --------------------------------
 
 
 def _files_not_a_list(entry: dict) -> None:
@@ -371,7 +371,7 @@ def test_manifest_of_another_config_named_and_redone(results, config_file, expec
     assert content(results).equals(expected)
 
 
-# --- [4] A shard listed twice ----------------------------------------------------------------
+# --- A shard listed twice ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["deals", "summary"])
@@ -397,7 +397,7 @@ def test_shard_listed_twice_read_once(mode, base_deals, base_summary, tmp_path, 
         assert content(out).equals(expected)
 
 
-# --- [5] Edits validate must catch ------------------------------------------------------------
+# --- Edits validate must catch ------------------------------------------------------------
 
 
 def _deals_huge(out: Path):
@@ -452,7 +452,7 @@ def test_validate_catches_edits(damage, results, config_file, expected):
     assert content(results).equals(expected)
 
 
-# --- [6] Provenance in a footer corrupted ------------------------------------------------------
+# --- Provenance in a footer corrupted ------------------------------------------------------
 
 
 def _corrupt_plain(data: bytes, path: Path) -> bytes:
@@ -511,7 +511,7 @@ def test_footer_provenance_corrupted(corrupt, results, config_file, expected):
     assert content(results).equals(expected)
 
 
-# --- [7] run.json that is no run record --------------------------------------------------------
+# --- run.json that is no run record --------------------------------------------------------
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
@@ -546,7 +546,7 @@ def test_run_json_fields_malformed(damage, results, config_file, expected):
     assert content(results).equals(expected)
 
 
-# --- [10] A config of deeply nested arrays ------------------------------------------------------
+# --- A config of deeply nested arrays ------------------------------------------------------
 
 
 def test_deeply_nested_config(tmp_path):
@@ -555,7 +555,7 @@ def test_deeply_nested_config(tmp_path):
     one_line_error(run_cli(path), str(path))
 
 
-# --- [11] Stale temporary files at the top of the results -----------------------------------------
+# --- Stale temporary files at the top of the results -----------------------------------------
 
 
 def test_stale_temporary_files(results, config_file, expected):
@@ -575,7 +575,7 @@ def test_stale_temporary_files(results, config_file, expected):
     assert content(results).equals(expected)
 
 
-# --- [13] Clearer answers -----------------------------------------------------------------------
+# --- Clearer answers -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
