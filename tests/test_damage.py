@@ -26,14 +26,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from processes import end_processes
+from rows import kernel_rows, read_rows
 
 from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
-from pipeline.engine import kernel
-from pipeline.records import schema
 from pipeline.report import document as reporting
 from pipeline.store import validate
-from pipeline.sweep import config as sweep_config
 
 SEED = 424242
 N_DEALS = 20_000
@@ -50,7 +48,6 @@ strategy = ["random"]
 finale = ["up"]
 depth = ["top"]
 """
-SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
 
 
 def stem(index: int) -> str:
@@ -112,26 +109,16 @@ def one_line_error(result, *phrases: str) -> str:
     return lines[0]
 
 
-def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
-    labels = [c for c in schema.LABEL_COLUMNS if c in frame.columns]
-    return frame.with_columns(pl.col(labels).cast(pl.String))
-
-
 def content(out: Path, committed_only: bool = False) -> pl.DataFrame:
     """Every per-deal row of a results directory, sorted: read by Polars over shards/deals,
     or (``committed_only``) over the committed files the manifest lists."""
-    source = validate.committed_files(str(out)) if committed_only else out / "shards" / "deals"
-    frame = pl.scan_parquet(source).collect()
-    return as_strings(frame).sort(SORT_KEY, nulls_last=True)
+    return read_rows(validate.committed_files(str(out)) if committed_only else out / "shards" / "deals")
 
 
 @pytest.fixture(scope="module")
 def expected() -> pl.DataFrame:
     """The kernel's results for the test config, converted by the schema's own function."""
-    cfg = sweep_config.from_dict(tomllib.loads(CONFIG), source="test")
-    cells = list(cfg.cells)
-    table = schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
-    return as_strings(pl.from_arrow(table)).sort(SORT_KEY, nulls_last=True)
+    return kernel_rows(CONFIG)
 
 
 def make_base(root: Path, *sets: str) -> Path:

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import duckdb
@@ -28,16 +27,14 @@ import pytest
 from click.testing import CliRunner
 from faults import driver
 from processes import end_processes, processes_mentioning
+from rows import kernel_rows, read_rows
 
+from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
-from pipeline.engine import kernel
-from pipeline.records import schema
 from pipeline.store import layout, validate
 from pipeline.sweep import config as sweep_config
 
 SEED = 424242
-SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
-ERROR_START = "clocksweep: error: "
 TWO_GB = 2 << 30
 
 
@@ -88,7 +85,7 @@ def one_line_problem(code: int, stdout: str, stderr: str, error: str | None = No
     if "Traceback" in stdout + stderr:
         return f"traceback: {stderr.strip()[-400:]!r}"
     lines = stderr.strip().splitlines()
-    if code != 2 or len(lines) != 1 or not lines[0].startswith(ERROR_START):
+    if code != 2 or len(lines) != 1 or not lines[0].startswith(ERROR_PREFIX):
         return f"exit {code}, stderr {stderr.strip()[-400:]!r}"
     return None
 
@@ -97,23 +94,9 @@ def cli_one_line_problem(result) -> str | None:
     return one_line_problem(result.exit_code, result.stdout, result.stderr, raised(result))
 
 
-def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
-    labels = [c for c in schema.LABEL_COLUMNS if c in frame.columns]
-    return frame.with_columns(pl.col(labels).cast(pl.String))
-
-
 def content(out: Path) -> pl.DataFrame:
     """The committed per-deal rows of a results directory (the documented way), sorted."""
-    frame = pl.scan_parquet(validate.committed_files(str(out))).collect()
-    return as_strings(frame).sort(SORT_KEY, nulls_last=True)
-
-
-def kernel_rows(text: str, seed: int = SEED) -> pl.DataFrame:
-    """The kernel's rows for a config, converted by the schema's own function."""
-    cfg = sweep_config.from_dict({**tomllib.loads(text), "seed": seed}, source="test")
-    cells = list(cfg.cells)
-    table = schema.deal_table(cfg.seed, cfg.first, kernel.play(cfg.seed, cfg.first, cfg.deals, cells), cells)
-    return as_strings(pl.from_arrow(table)).sort(SORT_KEY, nulls_last=True)
+    return read_rows(validate.committed_files(str(out)))
 
 
 def manifest_entries(out: Path) -> list[dict]:

@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 from faults import driver
 from processes import end_processes
+from rows import SORT_KEY, as_strings, kernel_rows, read_rows
 
 import pipeline
 from pipeline.cli import cli
@@ -52,7 +53,6 @@ strategy = ["random", "informed"]
 finale = ["up"]
 depth = ["top"]
 """
-SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
 # The per-deal columns of SPEC section 8, with the types the schema gives them.
 SPEC_COLUMNS = {
     "seed": pl.UInt64, "deal": pl.UInt64, "won": pl.Boolean, "cards_turned": pl.Int8,
@@ -88,24 +88,15 @@ def run_ok(config_file: Path, out: Path, *sets: str, task=None):
     return result
 
 
-def as_strings(frame: pl.DataFrame) -> pl.DataFrame:
-    labels = [c for c in schema.LABEL_COLUMNS if c in frame.columns]
-    return frame.with_columns(pl.col(labels).cast(pl.String))
-
-
 def content(out: Path) -> pl.DataFrame:
     """Every per-deal row of a results directory, read by Polars over shards/deals, sorted."""
-    frame = pl.scan_parquet(out / "shards" / "deals").collect()
-    return as_strings(frame).sort(SORT_KEY, nulls_last=True)
+    return read_rows(out / "shards" / "deals")
 
 
 @pytest.fixture(scope="module")
 def expected() -> pl.DataFrame:
     """The kernel's results for the test config, converted by the schema's own function."""
-    cfg = sweep_config.from_dict(tomllib.loads(CONFIG), source="test")
-    cells = list(cfg.cells)
-    table = schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
-    return as_strings(pl.from_arrow(table)).sort(SORT_KEY, nulls_last=True)
+    return kernel_rows(CONFIG)
 
 
 def manifest(out: Path) -> dict:

@@ -11,7 +11,7 @@ class RecordError(ValueError):
     """A manifest or run record that is not one; the message says what is wrong, in one line."""
 
 
-def _is_count(value, least: int = 0) -> bool:
+def is_count(value, least: int = 0) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
@@ -33,7 +33,7 @@ class FileRecord:
     def from_json(cls, value) -> FileRecord:
         if not (isinstance(value, dict)
                 and all(isinstance(value.get(key), str) for key in ("table", "path", "sha256"))
-                and _is_count(value.get("rows")) and _is_count(value.get("bytes"))):
+                and is_count(value.get("rows")) and is_count(value.get("bytes"))):
             raise RecordError("one of its files is malformed")
         return cls(value["table"], value["path"], value["rows"], value["bytes"], value["sha256"])
 
@@ -73,7 +73,7 @@ class ShardEntry:
         if not isinstance(value, dict):
             raise RecordError("not an object")
         for key in cls.COUNTS:
-            if not _is_count(value.get(key)):
+            if not is_count(value.get(key)):
                 raise RecordError(f"its {key} is {value.get(key)!r}, not a count")
         if value["last"] < value["first"]:
             raise RecordError("its range ends before it starts")
@@ -133,7 +133,7 @@ class RunRecord:
         if not isinstance(config, dict):
             raise RecordError("it has no config")
         for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
-            if not _is_count(config.get(key), least):
+            if not is_count(config.get(key), least):
                 raise RecordError(f"config.{key} is {config.get(key)!r}, not a count of at least {least}")
         if config.get("record") not in ("deals", "summary"):
             raise RecordError(f"config.record is {config.get('record')!r}, not deals or summary")
@@ -152,6 +152,6 @@ class RunRecord:
                                         and isinstance(ray.get("nodes", []), list)):
                 raise RecordError(f"a run's ray is {ray!r}, not a record of a Ray cluster")
         shards = run.get("shards", {"count": 1, "size": 1})
-        if not isinstance(shards, dict) or not all(_is_count(shards.get(k), 1) for k in ("count", "size")):
+        if not isinstance(shards, dict) or not all(is_count(shards.get(k), 1) for k in ("count", "size")):
             raise RecordError(f"shards is {shards!r}, not an object with a count and a size")
         return cls(**{key: run.get(key) for key in cls.ORDER if key in run})

@@ -22,6 +22,7 @@ it finds is named and left alone (`validate.survey`).
 
 from __future__ import annotations
 
+import functools
 import re
 
 RUN_FILE = "run.json"
@@ -46,12 +47,16 @@ class ResultsError(ValueError):
     """A path that is not a results directory, or one this run may not write into."""
 
 
+@functools.cache
 def table_names() -> tuple[str, ...]:
-    """Every table a shard can have a directory of, in either record mode."""
+    """Every table a shard can have a directory of, in either record mode (asked for only
+    where a shards directory is there to look into: the summary module imports Polars)."""
     from pipeline.records import summary
 
-    return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.SCHEMAS]))
+    return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.TABLES]))
 
 
 def article(kind: str) -> str:
-    return {"directory": "a directory", "link": "a symbolic link"}.get(kind, "not a regular file")
+    """A `Location.kind` as a message names it."""
+    return {"link": "a symbolic link", "directory": "a directory", "file": "a file",
+            "other": "not a regular file"}.get(kind, kind)

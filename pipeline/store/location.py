@@ -14,7 +14,7 @@ import stat
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.store.layout import LOCK_FILE, PARTIAL_DIR, TEMP_SUFFIX, ResultsError
+from pipeline.store.layout import LOCK_FILE, PARTIAL_DIR, TEMP_SUFFIX, ResultsError, article
 
 
 class Location:
@@ -92,7 +92,7 @@ class Location:
                                f"({os_error_text(error)})") from None
         if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_nlink > 1):
             what = ("a file with other names (a hard link)" if stat.S_ISREG(found.st_mode)
-                    else article_of(found.st_mode))
+                    else article(kind_of(found.st_mode)))
             raise ResultsError(f"output: {self.where}: {LOCK_FILE} is {what}, not a clocksweep "
                                "lock file; move it away")
         try:
@@ -206,12 +206,9 @@ class Location:
             return {pafs.FileType.File: "file", pafs.FileType.Directory: "directory"}.get(
                 found, "missing")
         try:
-            mode = os.lstat(self.full(relative)).st_mode
+            return kind_of(os.lstat(self.full(relative)).st_mode)
         except FileNotFoundError:
             return "missing"
-        if stat.S_ISLNK(mode):
-            return "link"
-        return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
 
     def sha256(self, relative: str) -> str:
         digest = hashlib.sha256()
@@ -255,10 +252,11 @@ class Lock:
         os.close(self.descriptor)
 
 
-def article_of(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """'link', 'file', 'directory' or 'other', of an lstat mode."""
     if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        return "link"
+    return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
 
 
 def _remove_quietly(path: str, directory: bool = False) -> None:

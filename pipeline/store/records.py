@@ -9,7 +9,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from pipeline.engine import rules
-from pipeline.store.entries import RecordError, RunRecord, ShardEntry, _is_count
+from pipeline.store.entries import RecordError, RunRecord, ShardEntry, is_count
 from pipeline.store.files import file_problem
 from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, ResultsError, article
 from pipeline.store.location import Location, os_error_text
@@ -66,7 +66,7 @@ def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
     for entry in listed:
         shape = entry_shape_problem(entry)
         index = entry.get("index") if isinstance(entry, dict) else None
-        index = index if _is_count(index) else None
+        index = index if is_count(index) else None
         if shape:
             problems.append((index if index in plan else None,
                              f"{MANIFEST_FILE}: shard entry {index if index is not None else entry!r} "

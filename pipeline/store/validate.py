@@ -20,6 +20,7 @@ from pipeline.store.layout import (
     SHARDS_DIR,
     STALE_TEMP_NAME,
     ResultsError,
+    article,
     table_names,
 )
 from pipeline.store.location import Location
@@ -83,7 +84,6 @@ def _survey_store(location: Location, committed: set[str], found: Survey) -> Non
 
 
 def _survey_local(location: Location, committed: set[str], found: Survey) -> None:
-    tables = table_names()
 
     def entries(relative: str):
         try:
@@ -93,9 +93,7 @@ def _survey_local(location: Location, committed: set[str], found: Survey) -> Non
             return []
 
     def what(relative: str) -> str:
-        kind = location.kind(relative)
-        return {"link": "a symbolic link", "directory": "a directory", "file": "a file",
-                "other": "not a regular file"}.get(kind, kind)
+        return article(location.kind(relative))
 
     for entry in entries(""):
         if STALE_TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
@@ -124,7 +122,7 @@ def _survey_local(location: Location, committed: set[str], found: Survey) -> Non
                         pending.append(inner_path)
                     else:
                         found.foreign.append((inner_path, what(inner_path)))
-        elif entry.name not in tables:
+        elif entry.name not in table_names():
             found.foreign.append((path, what(path)))
         elif location.kind(path) != "directory":
             found.blocking.append((path, what(path)))
