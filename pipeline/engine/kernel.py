@@ -31,6 +31,7 @@ import numba as nb
 import numpy as np
 
 from pipeline.engine import deals, rules
+from pipeline.engine.record import NO_COUNT
 from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
 # Result arrays, name -> meaning; all int8, shaped (cells, deals).
@@ -38,12 +39,12 @@ RESULT_FIELDS = {
     "won": "1 if every card was turned",
     "cards_turned": "cards taken into hand over the whole deal",
     "down_at_stop": "face-down cards when the chain first died",
-    "rescue_pile": "hour 1..12 of the rescue, 0 if none",
+    "rescue_pile": "hour 1..12 of the rescue, record.NO_PILE if none",
     "hint_num": "the hint's chance for the rescue pile, numerator (0 with no rescue)",
-    "hint_den": "... and denominator (0 with no rescue)",
-    "restarts": "play_out restarts, -1 for other variants",
+    "hint_den": "... and denominator (record.NO_PILE with no rescue)",
+    "restarts": "play_out restarts, record.NO_COUNT for other variants",
     "stray_deaths": "deaths not where the rules predict (first at the centre, later ones at "
-    "their restart pile): play_out only, -1 elsewhere",
+    "their restart pile): play_out only, record.NO_COUNT elsewhere",
     # Facts of the deal's standard play, the same for every cell of one deal order:
     "kings_at_bottom": "hour piles whose bottom card is a king, as dealt",
     "unvisited_at_third_king": "hours no card had been taken from when the third king was placed",
@@ -645,9 +646,10 @@ def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.n
         raise ValueError("deal: the range runs past 2**64 - 1")
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
     out = np.zeros((len(RESULT_ROWS), len(cells), count), dtype=np.int8)
-    # The kernel writes only what varies: restarts and stray deaths are -1 but in play_out.
-    out[ROW_RESTARTS] = -1
-    out[ROW_STRAY_DEATHS] = -1
+    # The kernel writes only what varies. Zero is `record.NO_PILE`, "no rescue", in the
+    # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
+    out[ROW_RESTARTS] = NO_COUNT
+    out[ROW_STRAY_DEATHS] = NO_COUNT
     play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
     return dict(zip(RESULT_ROWS, out))
 

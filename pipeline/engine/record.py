@@ -1,8 +1,9 @@
 """A deal's result under one cell, as both engines give it: the per-deal result fields
 (docs/results.md) that the reference engine returns for one deal and the kernel encodes, a
 deal to a column, in its int8 arrays. `from_kernel` is the one place where the kernel's
-encoding (0 for no rescue pile or hint, -1 for no restart count) is read back for one deal;
-the records' writers read the same encoding, a column at a time (`records.schema`)."""
+encoding (`NO_PILE`, `NO_COUNT`) is read back for one deal; the records' writers and the
+summary's tally read the same constants, a column at a time (`records.schema`,
+`records.dealfile`, `records.summary`), and the kernel writes them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+
+# How the kernel's int8 arrays say "no value": the one definition of its sentinels.
+NO_PILE = 0  # rescue_pile and hint_den with no rescue (hours are 1..12, a denominator >= 1)
+NO_COUNT = -1  # restarts and stray_deaths outside play_out (counts are >= 0)
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,7 @@ def from_kernel(results: dict[str, np.ndarray], cell: int, deal: int) -> DealRec
         won=bool(results["won"][cell, deal]),
         cards_turned=int(results["cards_turned"][cell, deal]),
         down_at_stop=int(results["down_at_stop"][cell, deal]),
-        rescue_pile=pile or None,
-        hint=Fraction(int(results["hint_num"][cell, deal]), denominator) if denominator else None,
-        restarts=None if restarts == -1 else restarts,
+        rescue_pile=None if pile == NO_PILE else pile,
+        hint=None if denominator == NO_PILE else Fraction(int(results["hint_num"][cell, deal]), denominator),
+        restarts=None if restarts == NO_COUNT else restarts,
     )

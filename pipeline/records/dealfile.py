@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import __version__
+from pipeline.engine.record import NO_COUNT, NO_PILE
 
 # --- Thrift compact protocol (only what Parquet's headers use) -----------------------------
 
@@ -340,12 +341,13 @@ def _hybrid(values, width, out, pos):
 
 
 @nb.njit(cache=True)
-def _present(values, least):
-    """1 where ``values`` >= ``least`` (the definition levels of a field null below it)."""
+def _present(values, absent):
+    """1 where ``values`` != ``absent`` (the definition levels of a field null where the
+    kernel wrote its sentinel for "no value")."""
     levels = np.empty(values.shape[0], dtype=np.uint8)
     count = 0
     for k in range(values.shape[0]):
-        here = values[k] >= least
+        here = values[k] != absent
         levels[k] = here
         count += here
     return levels, count
@@ -457,9 +459,9 @@ class _Presence(NamedTuple):
     page: bytes
 
 
-def _presence(values: np.ndarray, least: int) -> _Presence:
-    """A field present where ``values`` >= ``least``."""
-    levels, count = _present(values, least)
+def _presence(values: np.ndarray, absent: int) -> _Presence:
+    """A field present where ``values`` != ``absent``."""
+    levels, count = _present(values, absent)
     rows = values.shape[0]
     page = _levels_bytes([(int(count > 0), rows)] if count in (0, rows) else levels)
     return _Presence(levels, count, page)
@@ -575,8 +577,8 @@ class DealFileEncoder:
 
         It relies on the kernel's conventions (`kernel.RESULT_FIELDS`), as the sweep's tasks
         give them: int8 arrays, one row per cell; a positive rescue pile and its hint only
-        in cells with a rescue, a denominator above 0 with it; restarts and stray deaths not
-        negative only in play_out. A column no cell can fill is written null without looking.
+        in cells with a rescue, a denominator above 0 with it; restarts and stray deaths other
+        than `record.NO_COUNT` only in play_out. A column no cell can fill is written null without looking.
         """
         cells = list(cells)
         n_cells, count = results["won"].shape
@@ -590,7 +592,7 @@ class DealFileEncoder:
             return 0
         flat = {name: values.reshape(-1) for name, values in results.items()}
         # Where the rescue's two columns have values.
-        rescued = _presence(flat["rescue_pile"], 1) if any(cell.has_rescue for cell in cells) else None
+        rescued = _presence(flat["rescue_pile"], NO_PILE) if any(cell.has_rescue for cell in cells) else None
         chunks = [self._column(field, seed, first, count, cells, flat, rows, rescued) for field in self.schema]
         self.write_row_group(chunks, rows)
         return rows
@@ -658,8 +660,7 @@ class DealFileEncoder:
         if name in ("restarts", "stray_deaths"):
             if not any(cell.variant == "play_out" for cell in cells):
                 return _null_chunk(rows, INT32)
-            # -1 where the kernel leaves them
-            return _integer_chunk(flat[name], rows, INT32, _presence(flat[name], 0))
+            return _integer_chunk(flat[name], rows, INT32, _presence(flat[name], NO_COUNT))
         raise KeyError(f"{name}: not a column of the per-deal schema")
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine import rules
+from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
 
 RESULT_SCHEMA_VERSION = "clocksweep-deals/3"
@@ -88,7 +89,7 @@ def deal_table(seed: int, first: int, results: dict[str, np.ndarray], cells: lis
     deals = np.arange(first, first + count, dtype=np.uint64)
     pieces = []
     for index, cell in enumerate(cells):
-        rescued = results["rescue_pile"][index] > 0
+        rescued = results["rescue_pile"][index] != NO_PILE
         hint = np.divide(
             results["hint_num"][index].astype(np.float32),
             results["hint_den"][index].astype(np.float32),
@@ -109,8 +110,8 @@ def deal_table(seed: int, first: int, results: dict[str, np.ndarray], cells: lis
             "down_at_stop": pa.array(results["down_at_stop"][index]),
             "rescue_pile": pa.array(results["rescue_pile"][index], mask=~rescued),
             "hint": pa.array(hint, mask=~rescued),
-            "restarts": pa.array(restarts, mask=restarts < 0),
-            "stray_deaths": pa.array(stray, mask=stray < 0),
+            "restarts": pa.array(restarts, mask=restarts == NO_COUNT),
+            "stray_deaths": pa.array(stray, mask=stray == NO_COUNT),
         }
         pieces.append(pa.table(columns, schema=DEAL_SCHEMA))
     return pa.concat_tables(pieces) if pieces else DEAL_SCHEMA.empty_table()

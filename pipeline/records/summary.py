@@ -65,6 +65,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine import rules
+from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
 from pipeline.records import schema
 
@@ -221,9 +222,13 @@ def _masked(values: np.ndarray, null: np.ndarray, type_: pa.DataType) -> pa.Arra
 # are small and fixed by the rules); the tables are their nonzero entries. `play_out` cells,
 # the only ones with restarts, get a tally of their own with the restart digits.
 
-RESTART_RANGE = 52  # restarts + 1 (<= 49: a restart turns a card) and stray_deaths + 1 (<= 50)
+# The tallies index by digits: rescue_pile - NO_PILE (0 for none, then the hour) and
+# restarts - NO_COUNT, stray_deaths - NO_COUNT (0 for none, then the count plus one). The
+# sentinels reach the compiled pass as arguments, not globals: numba's cache is keyed to this
+# file alone and would keep a stale constant.
+RESTART_RANGE = 52  # restarts (<= 49: a restart turns a card) and stray_deaths (<= 50), + 1
 TURNED_RANGE = 64  # cards_turned 0..53
-PILE_RANGE = rules.N_HOURS + 1  # rescue_pile 0 (none) .. 12
+PILE_RANGE = rules.N_HOURS + 1  # none, hours 1..12
 DOWN_RANGE = MAX_DOWN + 1
 N_HINT_CODES = len(HINT_VALUES) + 1
 COUNT_SIZE = 2 * DOWN_RANGE * N_HINT_CODES  # (won, down_at_stop, hint code)
@@ -254,9 +259,9 @@ def _tally_facts(won, kings, unvisited, tally):
 
 
 @_compiled_on_first_call
-def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restarts, stray,
-           hint_float, hint_num, hint_den, restart_slot, counts, restart_counts, turned_counts,
-           pile_counts, won_matrix, present):
+def _count(no_pile, no_count, run_cells, starts, ends, deal_offset, won, turned, down, pile,
+           restarts, stray, hint_float, hint_num, hint_den, restart_slot, counts, restart_counts,
+           turned_counts, pile_counts, won_matrix, present):
     """Add every row to the tallies and the win matrix; gives (error number, row) or (0, -1).
 
     Rows come in runs of one cell: rows starts[r]..ends[r]-1 are cell run_cells[r]. A row's
@@ -275,7 +280,7 @@ def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restar
             w = np.int64(won[i])
             d = np.int64(down[i])
             t = np.int64(turned[i])
-            p = np.int64(pile[i])
+            p = np.int64(pile[i]) - no_pile
             if d < 0 or d >= DOWN_RANGE or t < 0 or t >= TURNED_RANGE or p < 0 or p >= PILE_RANGE:
                 return 1, i
             hint = 0
@@ -297,8 +302,8 @@ def _count(run_cells, starts, ends, deal_offset, won, turned, down, pile, restar
                     hint = HINT_CODE[num, den]
                     if hint == 0:
                         return 2, i
-            rs = np.int64(restarts[i]) + 1
-            st = np.int64(stray[i]) + 1
+            rs = np.int64(restarts[i]) - no_count
+            st = np.int64(stray[i]) - no_count
             if rs != 0 or st != 0:
                 if slot < 0:
                     return 3, i
@@ -423,7 +428,7 @@ class ShardSummary:
                 for name, array in results.items()}
         starts = np.arange(n_cells, dtype=np.int64) * count
         self._check(*_count(
-            np.arange(n_cells, dtype=np.int64), starts, starts + count, _EMPTY_I64,
+            NO_PILE, NO_COUNT, np.arange(n_cells, dtype=np.int64), starts, starts + count, _EMPTY_I64,
             flat["won"].view(np.bool_), flat["cards_turned"], flat["down_at_stop"],
             flat["rescue_pile"], flat["restarts"], flat["stray_deaths"], _EMPTY_F32,
             flat["hint_num"], flat["hint_den"], *self._tallies()))
@@ -435,12 +440,13 @@ class ShardSummary:
         """Add per-deal rows in runs of one cell: rows starts[i]..ends[i]-1 are cell
         run_cells[i] (an index into the cell list). ``deal_offset`` = deal - first per row;
         ``hint`` float32 (any value where there was no rescue); missing values as the kernel
-        codes them: rescue_pile 0, restarts and stray_deaths -1."""
+        codes them: rescue_pile `record.NO_PILE`, restarts and stray_deaths `record.NO_COUNT`."""
         as8 = lambda a: np.ascontiguousarray(a, dtype=np.int8)  # noqa: E731
         won = np.ascontiguousarray(won)
         if won.dtype != np.bool_:
             won = won.astype(bool)
         self._check(*_count(
+            NO_PILE, NO_COUNT,
             np.ascontiguousarray(run_cells, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64),
             np.ascontiguousarray(ends, dtype=np.int64), np.ascontiguousarray(deal_offset, dtype=np.int64),
             won, as8(cards_turned), as8(down_at_stop), as8(rescue_pile), as8(restarts),
@@ -508,8 +514,8 @@ class ShardSummary:
             "won": pa.array(won.astype(bool)),
             "down_at_stop": pa.array(down.astype(np.int8)),
             "hint": _masked(hint_value, hint == 0, pa.float32()),
-            "restarts": _masked(restarts - 1, restarts == 0, pa.int8()),
-            "stray_deaths": _masked(stray - 1, stray == 0, pa.int8()),
+            "restarts": _masked(restarts + NO_COUNT, restarts == 0, pa.int8()),
+            "stray_deaths": _masked(stray + NO_COUNT, stray == 0, pa.int8()),
             "n": pa.array(n.astype(np.int64)),
         }
         return pa.table(columns, schema=SCHEMAS["counts"])

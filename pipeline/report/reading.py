@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.engine import rules
+from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
 from pipeline.records import summary
 from pipeline.store import files, layout, location, records, validate
@@ -255,10 +256,10 @@ def _deal_shard(location, entry, cells, head, decode_threads):
                         batch.column("won").to_numpy(zero_copy_only=False),
                         _filled(batch.column("cards_turned"), 0, np.int8),
                         _filled(batch.column("down_at_stop"), 0, np.int8),
-                        _filled(batch.column("rescue_pile"), 0, np.int8),
+                        _filled(batch.column("rescue_pile"), NO_PILE, np.int8),
                         _filled(batch.column("hint"), 0.0, np.float32),
-                        _filled(batch.column("restarts"), -1, np.int8),
-                        _filled(batch.column("stray_deaths"), -1, np.int8),
+                        _filled(batch.column("restarts"), NO_COUNT, np.int8),
+                        _filled(batch.column("stray_deaths"), NO_COUNT, np.int8),
                     )
                     if (run_cells < 0).any():
                         raise ValueError("rows of a cell the run does not list")
