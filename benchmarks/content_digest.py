@@ -25,8 +25,12 @@ SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
 
 
 def clocksweep(*args: str) -> None:
-    subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", *args],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import cli; cli()", *args],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def digest(data: bytes) -> str:
@@ -39,8 +43,14 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="clocksweep-digest-")) / "quick"
-    clocksweep("run", "configs/quick.toml", f"--set=deals={args.deals}", "--set=shard_size=50000",
-               f"--set=output={out}", "--fresh")
+    clocksweep(
+        "run",
+        "configs/quick.toml",
+        f"--set=deals={args.deals}",
+        "--set=shard_size=50000",
+        f"--set=output={out}",
+        "--fresh",
+    )
     clocksweep("report", str(out), "--no-plots")
     from pipeline.store.validate import committed_files
 
@@ -48,13 +58,18 @@ def main() -> None:
     labels = [name for name in SORT_KEY if name != "deal"]
     rows = rows.with_columns(pl.col(labels).cast(pl.String)).sort(SORT_KEY, nulls_last=True)
     document = json.loads((out / "report" / "report.json").read_text())
-    print(json.dumps({
-        "deals": args.deals,
-        "rows": rows.height,
-        "rows_sha256": digest(rows.write_csv().encode()),
-        "cells_sha256": digest(json.dumps(document["cells"], sort_keys=True).encode()),
-        "claims_sha256": digest(json.dumps(document["claims"], sort_keys=True).encode()),
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "deals": args.deals,
+                "rows": rows.height,
+                "rows_sha256": digest(rows.write_csv().encode()),
+                "cells_sha256": digest(json.dumps(document["cells"], sort_keys=True).encode()),
+                "claims_sha256": digest(json.dumps(document["claims"], sort_keys=True).encode()),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

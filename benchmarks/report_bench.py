@@ -42,9 +42,15 @@ def _play_shard(args):
     from pipeline.sweep import task as shard_task
 
     config = sweep_config.from_dict(raw)
-    job = shard_task.ShardJob(location=location.Location(where), shard=sweep.plan(config)[index],
-                         seed=config.seed, cells=tuple(config.cells), record=config.record,
-                         provenance=sweep.provenance(config), attempt=1)
+    job = shard_task.ShardJob(
+        location=location.Location(where),
+        shard=sweep.plan(config)[index],
+        seed=config.seed,
+        cells=tuple(config.cells),
+        record=config.record,
+        provenance=sweep.provenance(config),
+        attempt=1,
+    )
     return replace(shard_task.write_shard(job), node="local", attempts=1)
 
 
@@ -90,8 +96,12 @@ def timed_report(where: str, replay: int, plots: bool = True) -> dict:
     """The report (as `clocksweep report` makes it) in a fresh process: wall seconds, CPU
     seconds and peak memory (MB) of that process, and the seconds of each phase."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _REPORT, where, str(replay), "1" if plots else "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REPORT, where, str(replay), "1" if plots else "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate()
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # fallback if wait4 found nothing
@@ -99,8 +109,13 @@ def timed_report(where: str, replay: int, plots: bool = True) -> dict:
         raise SystemExit(f"report failed: {err}")
     usage = _usage_of(proc) or usage
     inside = json.loads(out.splitlines()[-1])
-    return {"seconds": round(seconds, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1),
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2), "plots": plots, **inside}
+    return {
+        "seconds": round(seconds, 2),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+        "plots": plots,
+        **inside,
+    }
 
 
 _USAGE = {}
@@ -133,19 +148,39 @@ def rows_of(where: str) -> tuple[int, int]:
     return rows, sum(f["bytes"] for f in files)
 
 
-def bench(kind: str, deals: int, shard_size: int, keep: str | None, replay: int, workers: int,
-          plots: bool = True) -> dict:
+def bench(
+    kind: str,
+    deals: int,
+    shard_size: int,
+    keep: str | None,
+    replay: int,
+    workers: int,
+    plots: bool = True,
+) -> dict:
     where = os.path.join(keep or tempfile.mkdtemp(prefix="report-bench-"), kind)
-    raw = {"name": f"bench-{kind}", "seed": 7, "deals": deals, "shard_size": shard_size,
-           "record": kind, "grid": FULL_GRID}
+    raw = {
+        "name": f"bench-{kind}",
+        "seed": 7,
+        "deals": deals,
+        "shard_size": shard_size,
+        "record": kind,
+        "grid": FULL_GRID,
+    }
     built = None
     if not os.path.exists(os.path.join(where, "manifest.json")):
         start = time.perf_counter()
         write_results(where, raw, workers)
         built = round(time.perf_counter() - start, 1)
     rows, size = rows_of(where)
-    figures = {"kind": kind, "deals": deals, "shards": -(-deals // shard_size), "rows_read": rows,
-               "bytes": size, "built_seconds": built, **timed_report(where, replay, plots)}
+    figures = {
+        "kind": kind,
+        "deals": deals,
+        "shards": -(-deals // shard_size),
+        "rows_read": rows,
+        "bytes": size,
+        "built_seconds": built,
+        **timed_report(where, replay, plots),
+    }
     if not keep:
         shutil.rmtree(os.path.dirname(where))
     return figures
@@ -160,8 +195,12 @@ def bench_summarise(deals: int = 41_667) -> dict:
     results = kernel.play(3, 0, deals, cells)
     summary.summarise(results, cells)
     best = min(_time(lambda: summary.summarise(results, cells)) for _ in range(5))
-    return {"kind": "summarise", "deal_cells": deals * len(cells), "seconds": round(best, 4),
-            "deal_cells_per_second": round(deals * len(cells) / best)}
+    return {
+        "kind": "summarise",
+        "deal_cells": deals * len(cells),
+        "seconds": round(best, 4),
+        "deal_cells_per_second": round(deals * len(cells) / best),
+    }
 
 
 def _time(fn) -> float:
@@ -172,13 +211,23 @@ def _time(fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("which", nargs="*", default=["summarise", "deals", "summary"],
-                        choices=["summarise", "deals", "summary"])
-    parser.add_argument("--deals", type=int, default=None,
-                        help="deals per benchmark (default: 1,041,667 for deals = 1e8 rows of 96 "
-                             "cells; 20,000,000 for summary)")
+    parser.add_argument(
+        "which",
+        nargs="*",
+        default=["summarise", "deals", "summary"],
+        choices=["summarise", "deals", "summary"],
+    )
+    parser.add_argument(
+        "--deals",
+        type=int,
+        default=None,
+        help="deals per benchmark (default: 1,041,667 for deals = 1e8 rows of 96 "
+        "cells; 20,000,000 for summary)",
+    )
     parser.add_argument("--shard-size", type=int, default=None)
-    parser.add_argument("--keep", default=None, help="keep the generated results here (and reuse them)")
+    parser.add_argument(
+        "--keep", default=None, help="keep the generated results here (and reuse them)"
+    )
     parser.add_argument("--replay", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-plots", action="store_true", help="time the report without its plots")
@@ -188,11 +237,25 @@ def main() -> None:
         if kind == "summarise":
             figures = bench_summarise()
         elif kind == "deals":
-            figures = bench("deals", args.deals or 1_041_667, args.shard_size or 52_084,
-                            args.keep, args.replay, args.workers, not args.no_plots)
+            figures = bench(
+                "deals",
+                args.deals or 1_041_667,
+                args.shard_size or 52_084,
+                args.keep,
+                args.replay,
+                args.workers,
+                not args.no_plots,
+            )
         else:
-            figures = bench("summary", args.deals or 20_000_000, args.shard_size or 1_000_000,
-                            args.keep, args.replay, args.workers, not args.no_plots)
+            figures = bench(
+                "summary",
+                args.deals or 20_000_000,
+                args.shard_size or 1_000_000,
+                args.keep,
+                args.replay,
+                args.workers,
+                not args.no_plots,
+            )
         print(json.dumps(figures), flush=True)
 
 

@@ -65,25 +65,33 @@ def driver(args: argparse.Namespace) -> None:
     cpus = int(cfg.ray.get("num_cpus") or os.cpu_count())
     steady = [entry for entry in shards if entry["index"] >= cpus] or shards
     steady_per_deal = sum(e["seconds"] for e in steady) / sum(e["deals"] for e in steady)
-    print(json.dumps({
-        "task_seconds": sum(entry["seconds"] for entry in shards),
-        "kernel_seconds": sum(entry["kernel_seconds"] for entry in shards),
-        "steady_task_seconds": sum(entry["seconds"] for entry in steady),
-        "steady_kernel_seconds": sum(entry["kernel_seconds"] for entry in steady),
-        "steady_deals": sum(entry["deals"] for entry in steady),
-        "warmup_seconds": sum(e["seconds"] - steady_per_deal * e["deals"]
-                              for e in shards if e["index"] < cpus),
-        "deals": outcome.deals,
-        "cells": len(cfg.cells),
-        "rows": outcome.rows,
-        "bytes": outcome.row_bytes,
-        "failed": outcome.failed,
-        "wall_seconds": time.monotonic() - started,
-        "play_seconds": outcome.play_seconds,
-        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "rss_quartiles_mb": [samples[int(q * (len(samples) - 1))] / 2**20 for q in (0, .25, .5, .75, 1)]
-        if samples else [],
-    }))
+    print(
+        json.dumps(
+            {
+                "task_seconds": sum(entry["seconds"] for entry in shards),
+                "kernel_seconds": sum(entry["kernel_seconds"] for entry in shards),
+                "steady_task_seconds": sum(entry["seconds"] for entry in steady),
+                "steady_kernel_seconds": sum(entry["kernel_seconds"] for entry in steady),
+                "steady_deals": sum(entry["deals"] for entry in steady),
+                "warmup_seconds": sum(
+                    e["seconds"] - steady_per_deal * e["deals"] for e in shards if e["index"] < cpus
+                ),
+                "deals": outcome.deals,
+                "cells": len(cfg.cells),
+                "rows": outcome.rows,
+                "bytes": outcome.row_bytes,
+                "failed": outcome.failed,
+                "wall_seconds": time.monotonic() - started,
+                "play_seconds": outcome.play_seconds,
+                "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rss_quartiles_mb": [
+                    samples[int(q * (len(samples) - 1))] / 2**20 for q in (0, 0.25, 0.5, 0.75, 1)
+                ]
+                if samples
+                else [],
+            }
+        )
+    )
 
 
 def sweep_once(config: str, sets: list[str]) -> dict:
@@ -132,8 +140,12 @@ def main() -> None:
     parser.add_argument("--small", type=float, default=10e6, help="deals of the RSS comparison run")
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--shard-size", type=float, default=5e6)
-    parser.add_argument("--strategies", type=float, default=0,
-                        help="also run configs/strategies.toml on this many deals (0: skip)")
+    parser.add_argument(
+        "--strategies",
+        type=float,
+        default=0,
+        help="also run configs/strategies.toml on this many deals (0: skip)",
+    )
     parser.add_argument("--out", default="/tmp/clocksweep-bench")
     parser.add_argument("--driver", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
@@ -153,18 +165,22 @@ def main() -> None:
     figures["kernel_before"] = kernel_rate(5)
     figures["kernel_sustained"] = kernel_sustained(10)
     figures["kernel_concurrent"] = kernel_concurrent(args.cpus, 10)
-    small = sweep_once(str(config_path), [*common, f"deals={int(args.small)}",
-                                          f"output={out / 'small'}"])
-    large = sweep_once(str(config_path), [*common, f"deals={int(args.deals)}",
-                                          f"output={out / 'large'}"])
+    small = sweep_once(
+        str(config_path), [*common, f"deals={int(args.small)}", f"output={out / 'small'}"]
+    )
+    large = sweep_once(
+        str(config_path), [*common, f"deals={int(args.deals)}", f"output={out / 'large'}"]
+    )
     figures["kernel_after"] = kernel_rate(5)
     figures["kernel_concurrent_after"] = kernel_concurrent(args.cpus, 10)
     kernel = (figures["kernel_before"] + figures["kernel_after"]) / 2
     concurrent = (figures["kernel_concurrent"] + figures["kernel_concurrent_after"]) / 2
     rate = large["deals"] / large["play_seconds"]
     figures.update(
-        standard_small=small, standard_large=large,
-        sweep_rate=rate, kernel_rate=kernel,
+        standard_small=small,
+        standard_large=large,
+        sweep_rate=rate,
+        kernel_rate=kernel,
         ratio=rate / (kernel * args.cpus),
         ratio_to_sustained=rate / (figures["kernel_sustained"] * args.cpus),
         ratio_to_concurrent_kernel=rate / concurrent,
@@ -174,54 +190,79 @@ def main() -> None:
     shutil.rmtree(out / "large", ignore_errors=True)
 
     if args.strategies:
-        result = sweep_once(str(ROOT / "configs" / "strategies.toml"),
-                            [f"ray.num_cpus={args.cpus}", f"deals={int(args.strategies)}",
-                             f"output={out / 'strategies'}"])
+        result = sweep_once(
+            str(ROOT / "configs" / "strategies.toml"),
+            [
+                f"ray.num_cpus={args.cpus}",
+                f"deals={int(args.strategies)}",
+                f"output={out / 'strategies'}",
+            ],
+        )
         result["projected_seconds_1e9"] = result["play_seconds"] * 1e9 / result["deals"]
         figures["strategies"] = result
         shutil.rmtree(out / "strategies", ignore_errors=True)
     figures["load_average_after"] = os.getloadavg()
 
     print(json.dumps(figures, indent=1))
-    print(f"\nkernel, standard, one core: {kernel:,.0f} deals/s "
-          f"(before {figures['kernel_before']:,.0f}, after {figures['kernel_after']:,.0f})")
-    print(f"sweep of {large['deals']:,} standard deals on {args.cpus} CPUs: {rate:,.0f} deals/s "
-          f"once Ray was up ({large['play_seconds']:.1f} s; {large['wall_seconds']:.1f} s in all)")
-    print(f"kernel sustained on one core: {figures['kernel_sustained']:,.0f} deals/s; in "
-          f"{args.cpus} processes at once: {concurrent:,.0f} deals/s (before "
-          f"{figures['kernel_concurrent']:,.0f}, after {figures['kernel_concurrent_after']:,.0f}; "
-          f"{figures['kernel_concurrent'] / (figures['kernel_sustained'] * args.cpus):.2f} of "
-          f"one core's x {args.cpus})")
-    print(f"sweep rate / (kernel best x {args.cpus}): {figures['ratio']:.2f}; / (kernel sustained "
-          f"x {args.cpus}): {figures['ratio_to_sustained']:.2f}; / kernel in {args.cpus} "
-          f"processes at once: {figures['ratio_to_concurrent_kernel']:.2f}")
+    print(
+        f"\nkernel, standard, one core: {kernel:,.0f} deals/s "
+        f"(before {figures['kernel_before']:,.0f}, after {figures['kernel_after']:,.0f})"
+    )
+    print(
+        f"sweep of {large['deals']:,} standard deals on {args.cpus} CPUs: {rate:,.0f} deals/s "
+        f"once Ray was up ({large['play_seconds']:.1f} s; {large['wall_seconds']:.1f} s in all)"
+    )
+    print(
+        f"kernel sustained on one core: {figures['kernel_sustained']:,.0f} deals/s; in "
+        f"{args.cpus} processes at once: {concurrent:,.0f} deals/s (before "
+        f"{figures['kernel_concurrent']:,.0f}, after {figures['kernel_concurrent_after']:,.0f}; "
+        f"{figures['kernel_concurrent'] / (figures['kernel_sustained'] * args.cpus):.2f} of "
+        f"one core's x {args.cpus})"
+    )
+    print(
+        f"sweep rate / (kernel best x {args.cpus}): {figures['ratio']:.2f}; / (kernel sustained "
+        f"x {args.cpus}): {figures['ratio_to_sustained']:.2f}; / kernel in {args.cpus} "
+        f"processes at once: {figures['ratio_to_concurrent_kernel']:.2f}"
+    )
     # The kernel's rate in the sweep's own tasks, on the same cores at the same time: the ratio
     # to it is what Ray, Parquet, the workers' start and idling leave, whatever the VM's speed.
     in_run_kernel = large["steady_deals"] / large["steady_kernel_seconds"]
-    print(f"sweep rate / (the kernel's rate in this sweep's tasks, {in_run_kernel:,.0f} deals/s, "
-          f"x {args.cpus}): {rate / (in_run_kernel * args.cpus):.2f}")
-    print(f"inside the tasks: {large['kernel_seconds']:.1f} s in the kernel of "
-          f"{large['task_seconds']:.1f} s ({large['kernel_seconds'] / large['task_seconds']:.2f}); "
-          f"tasks busy {large['task_seconds'] / (args.cpus * large['play_seconds']):.2f} of "
-          f"{args.cpus} CPUs x {large['play_seconds']:.1f} s; after each worker's first shard, "
-          f"{large['steady_kernel_seconds'] / large['steady_task_seconds']:.2f} in the kernel")
+    print(
+        f"sweep rate / (the kernel's rate in this sweep's tasks, {in_run_kernel:,.0f} deals/s, "
+        f"x {args.cpus}): {rate / (in_run_kernel * args.cpus):.2f}"
+    )
+    print(
+        f"inside the tasks: {large['kernel_seconds']:.1f} s in the kernel of "
+        f"{large['task_seconds']:.1f} s ({large['kernel_seconds'] / large['task_seconds']:.2f}); "
+        f"tasks busy {large['task_seconds'] / (args.cpus * large['play_seconds']):.2f} of "
+        f"{args.cpus} CPUs x {large['play_seconds']:.1f} s; after each worker's first shard, "
+        f"{large['steady_kernel_seconds'] / large['steady_task_seconds']:.2f} in the kernel"
+    )
     # The sweep's CPU time, at the steady per-deal costs, plus the workers' start and idling.
     budget = args.cpus * large["play_seconds"]
     scale = large["deals"] / large["steady_deals"]
     kernel_part = large["steady_kernel_seconds"] * scale
     rest_part = (large["steady_task_seconds"] - large["steady_kernel_seconds"]) * scale
-    print(f"the sweep's {budget:.1f} CPU-seconds: kernel {kernel_part / budget:.1%}, table + "
-          f"facts + Parquet + Ray in the tasks {rest_part / budget:.1%}, workers' start "
-          f"{large['warmup_seconds'] / budget:.1%}, idle {(budget - large['task_seconds']) / budget:.1%}")
+    print(
+        f"the sweep's {budget:.1f} CPU-seconds: kernel {kernel_part / budget:.1%}, table + "
+        f"facts + Parquet + Ray in the tasks {rest_part / budget:.1%}, workers' start "
+        f"{large['warmup_seconds'] / budget:.1%}, idle {(budget - large['task_seconds']) / budget:.1%}"
+    )
     print(f"bytes per row: {figures['bytes_per_row']:.3f}")
-    print(f"driver peak RSS: {small['rss_peak_mb']:.0f} MB at {small['deals']:,} deals, "
-          f"{large['rss_peak_mb']:.0f} MB at {large['deals']:,} deals")
+    print(
+        f"driver peak RSS: {small['rss_peak_mb']:.0f} MB at {small['deals']:,} deals, "
+        f"{large['rss_peak_mb']:.0f} MB at {large['deals']:,} deals"
+    )
     if args.strategies:
         s = figures["strategies"]
-        print(f"strategies.toml on {s['deals']:,} deals: {s['play_seconds']:.1f} s "
-              f"({s['deals'] / s['play_seconds']:,.0f} deals/s); a billion deals: "
-              f"{s['projected_seconds_1e9'] / 60:.1f} min projected")
-    print(f"load average before {figures['load_average_before']}, after {figures['load_average_after']}")
+        print(
+            f"strategies.toml on {s['deals']:,} deals: {s['play_seconds']:.1f} s "
+            f"({s['deals'] / s['play_seconds']:,.0f} deals/s); a billion deals: "
+            f"{s['projected_seconds_1e9'] / 60:.1f} min projected"
+        )
+    print(
+        f"load average before {figures['load_average_before']}, after {figures['load_average_after']}"
+    )
 
 
 if __name__ == "__main__":

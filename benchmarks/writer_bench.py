@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=500_000, help="rows a batch (default 500000)")
     parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
@@ -60,7 +62,9 @@ def main() -> None:
 
         def pyarrow_writer() -> int:
             sink = io.BytesIO()
-            with pq.ParquetWriter(sink, table.schema, **files.parquet_options(table.schema)) as writer:
+            with pq.ParquetWriter(
+                sink, table.schema, **files.parquet_options(table.schema)
+            ) as writer:
                 writer.write_table(table, row_group_size=files.ROWS_PER_GROUP)
             return sink.tell()
 
@@ -73,8 +77,10 @@ def main() -> None:
                 write()
                 seconds[key].append(time.perf_counter() - began)
         ns = {key: statistics.median(values) / rows * 1e9 for key, values in seconds.items()}
-        print(f"{name} ({len(cells)} cells, {rows:,} rows; kernel {kernel_ns:.0f} ns a deal, "
-              f"{kernel_ns / len(cells):.0f} a row):")
+        print(
+            f"{name} ({len(cells)} cells, {rows:,} rows; kernel {kernel_ns:.0f} ns a deal, "
+            f"{kernel_ns / len(cells):.0f} a row):"
+        )
         for key in writers:
             print(f"  {key:9s} {ns[key]:6.1f} ns a row  {size[key] / rows:.3f} bytes a row")
         print(f"  pyarrow / dealfile: {ns['pyarrow'] / ns['dealfile']:.1f}")

@@ -64,7 +64,9 @@ def parse_range(text: str) -> range:
         return range(int(first), int(first) + 1)
     low, high = int(first), int(last)
     if high < low:
-        raise InputError(f"RANGE: {text!r} ends before it starts; write FIRST-LAST with FIRST <= LAST")
+        raise InputError(
+            f"RANGE: {text!r} ends before it starts; write FIRST-LAST with FIRST <= LAST"
+        )
     return range(low, high + 1)
 
 
@@ -86,8 +88,13 @@ def choice_option(name: str, allowed: tuple[str, ...], default, help_text: str):
                 raise InputError(str(error)) from None
         return value
 
-    return click.option(f"--{name}", default=default, callback=check, show_default=True,
-                        help=f"{help_text} ({', '.join(allowed)})")
+    return click.option(
+        f"--{name}",
+        default=default,
+        callback=check,
+        show_default=True,
+        help=f"{help_text} ({', '.join(allowed)})",
+    )
 
 
 @click.group(cls=CleanGroup)
@@ -118,8 +125,13 @@ def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json
     numbers = parse_range(deal_range)
     cell = None
     if variant is not None or strategy is not None or depth is not None:
-        cell = make_cell(variant=variant or "standard", strategy=strategy, finale=finale,
-                         order=order, depth=depth)
+        cell = make_cell(
+            variant=variant or "standard",
+            strategy=strategy,
+            finale=finale,
+            order=order,
+            depth=depth,
+        )
     for number in numbers:
         piles = reference.layout(seed, number, order)
         if as_json:
@@ -132,7 +144,9 @@ def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json
             }
             click.echo(json.dumps(record))
             continue
-        click.echo(f"seed {seed}, deal {number}, order {order} (deal scheme {deals.SCHEME_VERSION})")
+        click.echo(
+            f"seed {seed}, deal {number}, order {order} (deal scheme {deals.SCHEME_VERSION})"
+        )
         click.echo(display.clock_face(piles, finale_up=finale == "up"))
         if cell is not None:
             click.echo(display.replay(seed, number, cell))
@@ -164,8 +178,14 @@ def _finite(ctx, param, value):
 
 
 @cli.command()
-@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 600),
-              callback=_finite, help="Time given to each measurement.")
+@click.option(
+    "--seconds",
+    default=3.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 600),
+    callback=_finite,
+    help="Time given to each measurement.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The figures as one JSON object.")
 def bench(seconds, as_json):
     """Deals per second on one core: the kernel and the reference engine, and their ratio."""
@@ -180,13 +200,27 @@ def bench(seconds, as_json):
 
 @cli.command()
 @click.argument("config_path", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False))
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key, e.g. deals=100000000 or grid.strategy=most,random.")
-@click.option("--dry-run", is_flag=True, help="Print the cells, shards and total deals; run nothing.")
-@click.option("--fresh", is_flag=True,
-              help="Replace the results of a different config in the output directory.")
-@click.option("--address", default=None, metavar="HOST:PORT",
-              help="An existing Ray cluster (default: RAY_ADDRESS, else a local instance).")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config key, e.g. deals=100000000 or grid.strategy=most,random.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the cells, shards and total deals; run nothing."
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Replace the results of a different config in the output directory.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="HOST:PORT",
+    help="An existing Ray cluster (default: RAY_ADDRESS, else a local instance).",
+)
 def run(config_path, overrides, dry_run, fresh, address):
     """Run a sweep: CONFIG (TOML) becomes sharded Ray tasks writing Parquet results.
 
@@ -207,15 +241,19 @@ def run(config_path, overrides, dry_run, fresh, address):
             return
         # A caller (a test) may give the task each shard runs, through click's obj.
         task = (click.get_current_context().find_root().obj or {}).get("task")
-        outcome = sweep.run(config, fresh=fresh, address=address,
-                            **({"task": task} if task is not None else {}))
+        outcome = sweep.run(
+            config, fresh=fresh, address=address, **({"task": task} if task is not None else {})
+        )
     except (sweep_config.ConfigError, layout.ResultsError) as error:
         raise InputError(str(error)) from None
     click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
     if outcome.failed:
         shown = ", ".join(str(index) for index in outcome.failed[:10])
-        click.echo(f"clocksweep: {len(outcome.failed)} shard(s) failed ({shown}); rerun the "
-                   "same command to retry them", err=True)
+        click.echo(
+            f"clocksweep: {len(outcome.failed)} shard(s) failed ({shown}); rerun the "
+            "same command to retry them",
+            err=True,
+        )
         sys.exit(1)
     click.echo(Location(config.output).root)
 
@@ -242,17 +280,20 @@ def validate(results_path):
         click.echo(f"note: {note}")
     per_row = figures["bytes_per_row"]
     broken = f", {figures['broken']} with problems" if figures["broken"] else ""
-    click.echo(f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
-               f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
-               f"files, {figures['bytes']:,} bytes"
-               + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
-               + (f"; {len(problems)} problem(s)" if problems else "; valid"))
+    click.echo(
+        f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
+        f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
+        f"files, {figures['bytes']:,} bytes"
+        + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
+        + (f"; {len(problems)} problem(s)" if problems else "; valid")
+    )
     if problems:
         sys.exit(1)
 
 
-def build_report(results_path: str, replay: int, out_dir: str | None = None,
-                 plots_enabled: bool = True):
+def build_report(
+    results_path: str, replay: int, out_dir: str | None = None, plots_enabled: bool = True
+):
     """The report as `clocksweep report` makes it (`report.build`); a RESULTS the report
     cannot read is an InputError."""
     from pipeline.report import plots
@@ -265,22 +306,39 @@ def build_report(results_path: str, replay: int, out_dir: str | None = None,
         from pipeline.report.reading import ReportError
 
         try:
-            return reporting.build(results_path, replay=replay, out=out_dir,
-                                   plots_enabled=plots_enabled, plotter=plotter)
+            return reporting.build(
+                results_path,
+                replay=replay,
+                out=out_dir,
+                plots_enabled=plots_enabled,
+                plotter=plotter,
+            )
         except ReportError as error:
             raise InputError(str(error)) from None
 
 
 @cli.command()
 @click.argument("results_path", metavar="RESULTS")
-@click.option("--replay", default=100_000, show_default=True, type=click.IntRange(0, 100_000_000),
-              help="Without a standard cell the records hold no deal facts (kings at the bottom, "
-                   "hours unvisited at the third king): replay this many of the sweep's first "
-                   "deals for the two claims about them (0: none; they are then inconclusive).")
-@click.option("--out", "out_dir", default=None, metavar="DIR",
-              help="Write the report here instead of RESULTS/report/.")
+@click.option(
+    "--replay",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(0, 100_000_000),
+    help="Without a standard cell the records hold no deal facts (kings at the bottom, "
+    "hours unvisited at the third king): replay this many of the sweep's first "
+    "deals for the two claims about them (0: none; they are then inconclusive).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    metavar="DIR",
+    help="Write the report here instead of RESULTS/report/.",
+)
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots (faster).")
-@click.option("--json", "as_json", is_flag=True, help="Print report.json's claims and cells, not the table.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print report.json's claims and cells, not the table."
+)
 def report(results_path, replay, out_dir, no_plots, as_json):
     """Report on a sweep: win rates with intervals, exact comparisons, paired strategy tests,
     distributions, the hint's calibration, a verdict on every claim of the seeds, and plots.
@@ -292,6 +350,8 @@ def report(results_path, replay, out_dir, no_plots, as_json):
     from pipeline.report.render import terminal_summary
 
     if as_json:
-        click.echo(json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")}))
+        click.echo(
+            json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")})
+        )
         return
     click.echo(terminal_summary(made))

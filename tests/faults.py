@@ -82,7 +82,8 @@ def driver_env(env: dict | None = None) -> dict:
     environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     environment.update(env or {})
     environment["PYTHONPATH"] = os.pathsep.join(
-        [TESTS_DIR, *filter(None, [environment.get("PYTHONPATH")])])
+        [TESTS_DIR, *filter(None, [environment.get("PYTHONPATH")])]
+    )
     return environment
 
 
@@ -91,7 +92,14 @@ def driver(config_file, out, *sets: str, fault: str = "none", env: dict | None =
     instance unless told otherwise), with ``fault``."""
     import subprocess
 
-    command = driver_command(fault, "run", str(config_file), f"--set=output={out}",
-                             *(f"--set={s}" for s in sets))
-    return subprocess.Popen(command, env=driver_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+    command = driver_command(
+        fault, "run", str(config_file), f"--set=output={out}", *(f"--set={s}" for s in sets)
+    )
+    return subprocess.Popen(
+        command,
+        env=driver_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )

@@ -32,8 +32,9 @@ def kernel_rows(config_text: str, seed: int | None = None) -> pl.DataFrame:
     """The kernel's rows for a config (TOML text; ``seed`` overrides its seed), converted by
     the schema's own function."""
     raw = tomllib.loads(config_text)
-    cfg = sweep_config.from_dict({**raw, **({"seed": seed} if seed is not None else {})},
-                                 source="test")
+    cfg = sweep_config.from_dict(
+        {**raw, **({"seed": seed} if seed is not None else {})}, source="test"
+    )
     cells = list(cfg.cells)
     results = kernel.play(cfg.seed, cfg.first, cfg.deals, cells)
     return sorted_rows(pl.from_arrow(schema.deal_table(cfg.seed, cfg.first, results, cells)))

@@ -20,8 +20,9 @@ ONE_SWAP_ALL_STRATEGIES = [Cell(finale="up")] + [
 ]
 
 
-def kernel_rounds(cell_lists: dict[str, list[Cell]], seconds: float, seed: int = 1,
-                  batch_seconds: float = 0.05) -> dict:
+def kernel_rounds(
+    cell_lists: dict[str, list[Cell]], seconds: float, seed: int = 1, batch_seconds: float = 0.05
+) -> dict:
     """Deals per second the kernel plays under each list of cells at once, one figure per
     round: ``{name: [rate in round 1, rate in round 2, ...]}``.
 
@@ -76,8 +77,9 @@ def engine_figures(seconds: float = 3.0) -> dict:
     )
     # The cost of the seven cells: standard's rate over theirs, round by round (see
     # `kernel_rounds`); the median and the spread of the middle half.
-    costs = np.quantile(np.array(rounds["standard"]) / np.array(rounds["one_swap_all"]),
-                        [0.25, 0.5, 0.75])
+    costs = np.quantile(
+        np.array(rounds["standard"]) / np.array(rounds["one_swap_all"]), [0.25, 0.5, 0.75]
+    )
     figures = {
         "kernel_standard": max(rounds["standard"]),
         "kernel_one_swap_all": max(rounds["one_swap_all"]),
@@ -102,17 +104,25 @@ def engine_figures(seconds: float = 3.0) -> dict:
 def describe(figures: dict) -> str:
     rows = [
         ("kernel, standard alone", figures["kernel_standard"]),
-        (f"kernel, standard + one_swap x 6 strategies ({figures['cells_one_swap_all']} cells)",
-         figures["kernel_one_swap_all"]),
+        (
+            f"kernel, standard + one_swap x 6 strategies ({figures['cells_one_swap_all']} cells)",
+            figures["kernel_one_swap_all"],
+        ),
         (f"kernel, every cell ({figures['cells_all']} cells)", figures["kernel_all_cells"]),
         ("reference, standard alone", figures["reference_standard"]),
         (f"reference, every cell ({figures['cells_all']} cells)", figures["reference_all_cells"]),
     ]
     lines = ["deals per second on one core:"]
     lines += [f"  {name:<62} {rate:>14,.0f}" for name, rate in rows]
-    lines.append(f"  kernel / reference, standard:    {figures['kernel_vs_reference_standard']:>10,.0f}x")
-    lines.append(f"  kernel / reference, every cell:  {figures['kernel_vs_reference_all_cells']:>10,.0f}x")
+    lines.append(
+        f"  kernel / reference, standard:    {figures['kernel_vs_reference_standard']:>10,.0f}x"
+    )
+    lines.append(
+        f"  kernel / reference, every cell:  {figures['kernel_vs_reference_all_cells']:>10,.0f}x"
+    )
     low, high = figures["one_swap_all_cost_quartiles"]
-    lines.append(f"  standard + one_swap x 6 costs {figures['one_swap_all_cost']:.2f}x standard alone "
-                 f"(median of {figures['rounds']} rounds, middle half {low:.2f}-{high:.2f}x)")
+    lines.append(
+        f"  standard + one_swap x 6 costs {figures['one_swap_all_cost']:.2f}x standard alone "
+        f"(median of {figures['rounds']} rounds, middle half {low:.2f}-{high:.2f}x)"
+    )
     return "\n".join(lines)

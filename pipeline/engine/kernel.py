@@ -99,7 +99,6 @@ N_MODES = 4
 NO_RESCUE = -1
 
 
-
 def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The deal scheme and layouts as arrays, derived from `deals` and `rules` (their one
     definition) and passed to the compiled code as arguments.
@@ -259,8 +258,10 @@ def strategy_draw(seed, deal, n, block_words):
     philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, block_words, 0)
     index = 0
     while True:
-        word = block_words[index] if index < 4 else word_at(
-            seed, deal, STREAM_STRATEGY, index, block_words
+        word = (
+            block_words[index]
+            if index < 4
+            else word_at(seed, deal, STREAM_STRATEGY, index, block_words)
         )
         scaled = word * n64
         index += 1
@@ -533,9 +534,7 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                     mode = cell_mode[c]
                     if mode == NO_RESCUE:
                         if cell_codes[c, 0] == PLAY_OUT:
-                            restarts, stray, later = play_out(
-                                stacks, scratch_stacks, down_at_stop
-                            )
+                            restarts, stray, later = play_out(stacks, scratch_stacks, down_at_stop)
                             out[ROW_CARDS_TURNED, c, d] = turned + later
                             out[ROW_RESTARTS, c, d] = restarts
                             out[ROW_STRAY_DEATHS, c, d] = stray + (death != CENTRE)

@@ -59,7 +59,7 @@ cannot change these chances; the face-up finale only changes what `informed` can
 
 Sources: docs/rules.md; the "Score Four" reading of Clock Patience (the turned cards
 are a random permutation read to its fourth king); the hint d_p / U of seed 004 (the project
-tests that claim by exhaustive play on small decks, see tests/test_odds.py).
+tests that claim by exhaustive play on small decks, see tests/engine/test_odds.py).
 """
 
 from __future__ import annotations

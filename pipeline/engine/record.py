@@ -37,6 +37,8 @@ def from_kernel(results: dict[str, np.ndarray], cell: int, deal: int) -> DealRec
         cards_turned=int(results["cards_turned"][cell, deal]),
         down_at_stop=int(results["down_at_stop"][cell, deal]),
         rescue_pile=None if pile == NO_PILE else pile,
-        hint=None if denominator == NO_PILE else Fraction(int(results["hint_num"][cell, deal]), denominator),
+        hint=None
+        if denominator == NO_PILE
+        else Fraction(int(results["hint_num"][cell, deal]), denominator),
         restarts=None if restarts == NO_COUNT else restarts,
     )

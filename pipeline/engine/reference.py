@@ -43,7 +43,9 @@ class Step:
             return f"place {card} under {pile_name(self.pile)}"
         if self.action == "death":
             return f"the chain dies at {pile_name(self.pile)}"
-        return f"{self.action} at {pile_name(self.pile)}" + (f": {self.detail}" if self.detail else "")
+        return f"{self.action} at {pile_name(self.pile)}" + (
+            f": {self.detail}" if self.detail else ""
+        )
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,14 @@ class DealResult:
     @property
     def record(self) -> DealRecord:
         """The per-deal result fields, as the kernel's results give them too."""
-        return DealRecord(self.won, self.cards_turned, self.down_at_stop, self.rescue_pile,
-                          self.hint, self.restarts)
+        return DealRecord(
+            self.won,
+            self.cards_turned,
+            self.down_at_stop,
+            self.rescue_pile,
+            self.hint,
+            self.restarts,
+        )
 
 
 @dataclass
@@ -92,7 +100,11 @@ class Table:
             pile = home_of(self.hand)
             self.up[pile].append(self.hand)
             self.steps.append(Step("place", pile, self.hand))
-            if pile == CENTRE and len(self.up[CENTRE]) == 3 and self.unvisited_at_third_king is None:
+            if (
+                pile == CENTRE
+                and len(self.up[CENTRE]) == 3
+                and self.unvisited_at_third_king is None
+            ):
                 # Seed 000's omen: hours still untouched when the third king shows.
                 self.unvisited_at_third_king = sum(
                     len(self.down[hour]) == PILE_SIZE for hour in range(N_HOURS)

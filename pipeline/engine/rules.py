@@ -34,11 +34,21 @@ ORDERS = ("round-robin", "packets")
 DEPTHS = ("bottom", "top")
 
 # The axes a cell varies on, with their names: the label columns of every record, in this order.
-AXES = {"order": ORDERS, "variant": VARIANTS, "strategy": STRATEGIES, "finale": FINALES,
-        "depth": DEPTHS}
+AXES = {
+    "order": ORDERS,
+    "variant": VARIANTS,
+    "strategy": STRATEGIES,
+    "finale": FINALES,
+    "depth": DEPTHS,
+}
 # What a sweep's grid plays on an axis it does not name (in the order a config lists its axes).
-AXIS_DEFAULTS = {"variant": ("standard",), "strategy": STRATEGIES, "finale": ("down",),
-                 "order": ("round-robin",), "depth": ("bottom",)}
+AXIS_DEFAULTS = {
+    "variant": ("standard",),
+    "strategy": STRATEGIES,
+    "finale": ("down",),
+    "order": ("round-robin",),
+    "depth": ("bottom",),
+}
 
 # Strategies that choose from what a player sees with the bottoms face down (the face-down
 # counts), and those that look at cards no player sees: an upper bound, not a way to play.
@@ -88,8 +98,7 @@ def deal_position(order: str, pile: int, depth_from_top: int) -> int:
 def lay_out(deck: list[int], order: str) -> list[list[int]]:
     """The thirteen piles a shuffled deck makes, each listed top first."""
     return [
-        [deck[deal_position(order, pile, k)] for k in range(PILE_SIZE)]
-        for pile in range(N_PILES)
+        [deck[deal_position(order, pile, k)] for k in range(PILE_SIZE)] for pile in range(N_PILES)
     ]
 
 
@@ -182,8 +191,10 @@ def expand(grid: dict[str, tuple[str, ...]]) -> list[Cell]:
             except RuleError as refusal:
                 refusals.append(str(refusal))
     if not cells:
-        raise RuleError("grid: expands to no cell that the rules allow"
-                        + (f": {refusals[0]}" if refusals else ""))
+        raise RuleError(
+            "grid: expands to no cell that the rules allow"
+            + (f": {refusals[0]}" if refusals else "")
+        )
     return cells
 
 
@@ -202,8 +213,9 @@ def rescue_wins_with_hint(cell: Cell) -> bool:
     """Cells whose rescue at pile p wins with the hint's chance d_p / U, given what a player
     sees with the bottoms face down: the Watch, the one swap, and the exchange at the bottom
     (at the top, the king lands above cards it would have to pass)."""
-    return cell.variant in ("watch", "one_swap") or (cell.variant == "exchange"
-                                                     and cell.depth == "bottom")
+    return cell.variant in ("watch", "one_swap") or (
+        cell.variant == "exchange" and cell.depth == "bottom"
+    )
 
 
 # --- What decides a rescued deal ----------------------------------------------------------

@@ -39,7 +39,15 @@ from pipeline.engine.record import NO_COUNT, NO_PILE
 
 # --- Thrift compact protocol (only what Parquet's headers use) -----------------------------
 
-_BOOL, _I8, _I32, _I64, _BINARY, _LIST, _STRUCT = "bool", "i8", "i32", "i64", "binary", "list", "struct"
+_BOOL, _I8, _I32, _I64, _BINARY, _LIST, _STRUCT = (
+    "bool",
+    "i8",
+    "i32",
+    "i64",
+    "binary",
+    "list",
+    "struct",
+)
 _TYPE_CODE = {_I8: 3, _I32: 5, _I64: 6, _BINARY: 8, _LIST: 9, _STRUCT: 12}
 
 
@@ -146,7 +154,11 @@ def _page_header(page_type: int, size: int, num_values: int, encoding: int) -> b
     if page_type == DICTIONARY_PAGE:
         detail = (7, _STRUCT, _struct((1, _I32, num_values), (2, _I32, encoding)))
     else:
-        detail = (5, _STRUCT, _struct((1, _I32, num_values), (2, _I32, encoding), (3, _I32, RLE), (4, _I32, RLE)))
+        detail = (
+            5,
+            _STRUCT,
+            _struct((1, _I32, num_values), (2, _I32, encoding), (3, _I32, RLE), (4, _I32, RLE)),
+        )
     return _struct((1, _I32, page_type), (2, _I32, size), (3, _I32, size), detail)
 
 
@@ -198,7 +210,7 @@ def _pack(values, start, stop, width, out, pos):
     at a time: the general case of `_pack_words`, for what that cannot take (widths over 32,
     a padded last group), which is a few values a page at most."""
     size = ((stop - start) * width + 7) // 8
-    out[pos:pos + size] = 0
+    out[pos : pos + size] = 0
     bit = 0
     for index in range(start, stop):
         value = np.uint64(values[index]) if index < values.shape[0] else np.uint64(0)
@@ -408,7 +420,9 @@ def _hint_codes(numerators, denominators, levels, count):
 class _Chunk:
     """One column's pages in one row group: what the footer needs to find and read them."""
 
-    def __init__(self, pieces: list, physical: int, encodings: list[int], dictionary_size: int | None = None):
+    def __init__(
+        self, pieces: list, physical: int, encodings: list[int], dictionary_size: int | None = None
+    ):
         self.pieces = pieces
         self.physical = physical
         self.encodings = encodings
@@ -489,13 +503,18 @@ def _null_chunk(rows: int, physical: int) -> _Chunk:
     return _Chunk(_data_page(rows, PLAIN, _levels_bytes([(0, rows)]), b""), physical, [PLAIN, RLE])
 
 
-def _integer_chunk(values: np.ndarray, rows: int, physical: int, presence: _Presence | None = None) -> _Chunk:
+def _integer_chunk(
+    values: np.ndarray, rows: int, physical: int, presence: _Presence | None = None
+) -> _Chunk:
     """An integer column: ``values`` for every row (required: cycled through if shorter), or,
     when nullable, those where ``presence`` says. Deltas are taken in 64 bits: right for
     INT64, and for INT32 while they fit in 32 bits (an int8 field's do)."""
     if presence is None:
-        return _Chunk(_data_page(rows, DELTA_BINARY_PACKED, None, _delta_values(values, rows)),
-                      physical, [DELTA_BINARY_PACKED])
+        return _Chunk(
+            _data_page(rows, DELTA_BINARY_PACKED, None, _delta_values(values, rows)),
+            physical,
+            [DELTA_BINARY_PACKED],
+        )
     if presence.count == 0:
         return _null_chunk(rows, physical)
     kept = values if presence.count == rows else _compress(values, presence.levels, presence.count)
@@ -503,8 +522,16 @@ def _integer_chunk(values: np.ndarray, rows: int, physical: int, presence: _Pres
     return _Chunk(pieces, physical, [DELTA_BINARY_PACKED, RLE])
 
 
-def _dictionary_chunk(dictionary_page: bytes, dictionary_count: int, runs: list[tuple[int, int]] | None,
-                      codes: np.ndarray | None, rows: int, nullable: bool, levels_page, physical: int) -> _Chunk:
+def _dictionary_chunk(
+    dictionary_page: bytes,
+    dictionary_count: int,
+    runs: list[tuple[int, int]] | None,
+    codes: np.ndarray | None,
+    rows: int,
+    nullable: bool,
+    levels_page,
+    physical: int,
+) -> _Chunk:
     """A dictionary-encoded column: its dictionary page, then the codes of its present values,
     given as (code, length) runs or as an array."""
     width = max(1, (dictionary_count - 1).bit_length())
@@ -514,7 +541,9 @@ def _dictionary_chunk(dictionary_page: bytes, dictionary_count: int, runs: list[
     else:
         data = bytes([width]) + _runs_bytes(runs, width)
     header = _page_header(DICTIONARY_PAGE, len(dictionary_page), dictionary_count, PLAIN)
-    pieces = [header, dictionary_page] + _data_page(rows, RLE_DICTIONARY, levels_page if nullable else None, data)
+    pieces = [header, dictionary_page] + _data_page(
+        rows, RLE_DICTIONARY, levels_page if nullable else None, data
+    )
     encodings = [PLAIN, RLE_DICTIONARY] + ([RLE] if nullable else [])
     return _Chunk(pieces, physical, encodings, len(header) + len(dictionary_page))
 
@@ -523,9 +552,13 @@ def _hint_chunk(flat: dict, rescued: _Presence, rows: int) -> _Chunk:
     """The hint d/U of the rescued rows, over a dictionary of the values present."""
     if rescued.count == 0:
         return _null_chunk(rows, FLOAT)
-    codes, numerators, denominators = _hint_codes(flat["hint_num"], flat["hint_den"], rescued.levels, rescued.count)
+    codes, numerators, denominators = _hint_codes(
+        flat["hint_num"], flat["hint_den"], rescued.levels, rescued.count
+    )
     dictionary = (numerators.astype(np.float32) / denominators.astype(np.float32)).astype("<f4")
-    return _dictionary_chunk(dictionary.tobytes(), len(dictionary), None, codes, rows, True, rescued.page, FLOAT)
+    return _dictionary_chunk(
+        dictionary.tobytes(), len(dictionary), None, codes, rows, True, rescued.page, FLOAT
+    )
 
 
 def _plain_strings(names) -> bytes:
@@ -555,8 +588,13 @@ class DealFileEncoder:
     ``label_names`` each label column's dictionary, ``metadata`` the file's key-value metadata.
     """
 
-    def __init__(self, sink, file_schema: pa.Schema, label_names: dict[str, tuple],
-                 metadata: dict[bytes, bytes]):
+    def __init__(
+        self,
+        sink,
+        file_schema: pa.Schema,
+        label_names: dict[str, tuple],
+        metadata: dict[bytes, bytes],
+    ):
         self.sink = sink
         self.schema = file_schema
         self.label_names = label_names
@@ -565,7 +603,9 @@ class DealFileEncoder:
         self.row_groups: list[bytes] = []
         self.rows = 0
         self._write(MAGIC)
-        self._dictionary_pages = {name: _plain_strings(names) for name, names in label_names.items()}
+        self._dictionary_pages = {
+            name: _plain_strings(names) for name, names in label_names.items()
+        }
 
     def _write(self, data) -> None:
         self.sink.write(data)
@@ -592,8 +632,15 @@ class DealFileEncoder:
             return 0
         flat = {name: values.reshape(-1) for name, values in results.items()}
         # Where the rescue's two columns have values.
-        rescued = _presence(flat["rescue_pile"], NO_PILE) if any(cell.has_rescue for cell in cells) else None
-        chunks = [self._column(field, seed, first, count, cells, flat, rows, rescued) for field in self.schema]
+        rescued = (
+            _presence(flat["rescue_pile"], NO_PILE)
+            if any(cell.has_rescue for cell in cells)
+            else None
+        )
+        chunks = [
+            self._column(field, seed, first, count, cells, flat, rows, rescued)
+            for field in self.schema
+        ]
         self.write_row_group(chunks, rows)
         return rows
 
@@ -620,13 +667,15 @@ class DealFileEncoder:
             columns.append(_struct((2, _I64, 0), (3, _STRUCT, metadata)))
             chunk.pieces = None
         size = sum(chunk.size for chunk in chunks)
-        self.row_groups.append(_struct(
-            (1, _LIST, (_STRUCT, columns)),
-            (2, _I64, size),
-            (3, _I64, rows),
-            (5, _I64, self.offset - size),
-            (6, _I64, size),
-        ))
+        self.row_groups.append(
+            _struct(
+                (1, _LIST, (_STRUCT, columns)),
+                (2, _I64, size),
+                (3, _I64, rows),
+                (5, _I64, self.offset - size),
+                (6, _I64, size),
+            )
+        )
         self.rows += rows
 
     def _column(self, field: pa.Field, seed, first, count, cells, flat, rows, rescued) -> _Chunk:
@@ -638,14 +687,26 @@ class DealFileEncoder:
         if name in self.label_names:
             names = self.label_names[name]
             values = [getattr(cell, name) for cell in cells]
-            runs = _merged_runs([(names.index(value), count) for value in values if value is not None])
+            runs = _merged_runs(
+                [(names.index(value), count) for value in values if value is not None]
+            )
             if not runs:  # no cell has this label: null throughout, as pyarrow writes it
                 return _null_chunk(rows, BYTE_ARRAY)
             levels_page = None
             if field.nullable:
-                levels_page = _levels_bytes(_merged_runs([(int(value is not None), count) for value in values]))
-            return _dictionary_chunk(self._dictionary_pages[name], len(names), runs, None, rows,
-                                     field.nullable, levels_page, BYTE_ARRAY)
+                levels_page = _levels_bytes(
+                    _merged_runs([(int(value is not None), count) for value in values])
+                )
+            return _dictionary_chunk(
+                self._dictionary_pages[name],
+                len(names),
+                runs,
+                None,
+                rows,
+                field.nullable,
+                levels_page,
+                BYTE_ARRAY,
+            )
         if name == "won":
             packed = np.packbits(flat["won"].view(np.bool_), bitorder="little")
             return _Chunk(_data_page(rows, PLAIN, None, packed), BOOLEAN, [PLAIN])
@@ -668,14 +729,23 @@ class DealFileEncoder:
         then Arrow's schema with it under ``ARROW:schema``, as pyarrow writes them)."""
         arrow_schema = self.schema.with_metadata(self.metadata)
         key_values = list(self.metadata.items())
-        key_values.append((b"ARROW:schema", base64.b64encode(arrow_schema.serialize().to_pybytes())))
+        key_values.append(
+            (b"ARROW:schema", base64.b64encode(arrow_schema.serialize().to_pybytes()))
+        )
         root = _struct((4, _BINARY, "schema"), (5, _I32, len(self.schema)))
         footer = _struct(
             (1, _I32, 2),
             (2, _LIST, (_STRUCT, [root] + [_schema_element(field) for field in self.schema])),
             (3, _I64, self.rows),
             (4, _LIST, (_STRUCT, self.row_groups)),
-            (5, _LIST, (_STRUCT, [_struct((1, _BINARY, key), (2, _BINARY, value)) for key, value in key_values])),
+            (
+                5,
+                _LIST,
+                (
+                    _STRUCT,
+                    [_struct((1, _BINARY, key), (2, _BINARY, value)) for key, value in key_values],
+                ),
+            ),
             (6, _BINARY, f"clocksweep version {__version__}"),
         )
         self._write(footer)

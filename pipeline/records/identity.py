@@ -31,8 +31,9 @@ def result_schema_version(record: str) -> str:
     return summary.SUMMARY_SCHEMA_VERSION
 
 
-def sweep_identity(*, seed: int, first: int, deals_count: int, shard_size: int, record: str,
-                   cells) -> dict:
+def sweep_identity(
+    *, seed: int, first: int, deals_count: int, shard_size: int, record: str, cells
+) -> dict:
     """What decides the results, and nothing else (not where they go, nor who plays them)."""
     return {
         "seed": seed,

@@ -67,8 +67,16 @@ DEAL_SCHEMA = pa.schema(
 
 # Columns every row has (docs/results.md): written as required, they have no definition levels
 # to write or read. Any other column, present or future, stays nullable.
-REQUIRED_DEAL_COLUMNS = ("seed", "deal", "order", "variant", "finale", "won", "cards_turned",
-                         "down_at_stop")
+REQUIRED_DEAL_COLUMNS = (
+    "seed",
+    "deal",
+    "order",
+    "variant",
+    "finale",
+    "won",
+    "cards_turned",
+    "down_at_stop",
+)
 # DEAL_SCHEMA as the per-deal files hold it.
 DEAL_WRITE_SCHEMA = pa.schema(
     [field.with_nullable(field.name not in REQUIRED_DEAL_COLUMNS) for field in DEAL_SCHEMA]
@@ -83,7 +91,9 @@ def _constant(value, n: int, type_: pa.DataType) -> pa.Array:
     )
 
 
-def deal_table(seed: int, first: int, results: dict[str, np.ndarray], cells: list[Cell]) -> pa.Table:
+def deal_table(
+    seed: int, first: int, results: dict[str, np.ndarray], cells: list[Cell]
+) -> pa.Table:
     """Kernel results for ``cells`` x deals ``first``.. as one Arrow table, cell by cell."""
     count = results["won"].shape[1]
     deals = np.arange(first, first + count, dtype=np.uint64)

@@ -114,9 +114,18 @@ FACT_RANGE = rules.N_HOURS + 1  # 0..12 hour piles
 
 # The key columns' types: a per-deal column's own, and the counts' small integers.
 VALUE_TYPES = {
-    **{name: schema.DEAL_SCHEMA.field(name).type
-       for name in ("won", "down_at_stop", "hint", "restarts", "stray_deaths", "cards_turned",
-                    "rescue_pile")},
+    **{
+        name: schema.DEAL_SCHEMA.field(name).type
+        for name in (
+            "won",
+            "down_at_stop",
+            "hint",
+            "restarts",
+            "stray_deaths",
+            "cards_turned",
+            "rescue_pile",
+        )
+    },
     "wins": pa.int8(),
     "kings_at_bottom": pa.int8(),
     "unvisited_at_third_king": pa.int8(),
@@ -212,8 +221,9 @@ def _cell_labels(cells: Sequence[Cell], prefix: str, index: np.ndarray) -> dict[
 
 
 def _masked(values: np.ndarray, null: np.ndarray, type_: pa.DataType) -> pa.Array:
-    return pa.array(values.astype(type_.to_pandas_dtype()), type=type_,
-                    mask=null if null.any() else None)
+    return pa.array(
+        values.astype(type_.to_pandas_dtype()), type=type_, mask=null if null.any() else None
+    )
 
 
 # --- Counting -----------------------------------------------------------------------------
@@ -259,9 +269,30 @@ def _tally_facts(won, kings, unvisited, tally):
 
 
 @_compiled_on_first_call
-def _count(no_pile, no_count, run_cells, starts, ends, deal_offset, won, turned, down, pile,
-           restarts, stray, hint_float, hint_num, hint_den, restart_slot, counts, restart_counts,
-           turned_counts, pile_counts, won_matrix, present):
+def _count(
+    no_pile,
+    no_count,
+    run_cells,
+    starts,
+    ends,
+    deal_offset,
+    won,
+    turned,
+    down,
+    pile,
+    restarts,
+    stray,
+    hint_float,
+    hint_num,
+    hint_den,
+    restart_slot,
+    counts,
+    restart_counts,
+    turned_counts,
+    pile_counts,
+    won_matrix,
+    present,
+):
     """Add every row to the tallies and the win matrix; gives (error number, row) or (0, -1).
 
     Rows come in runs of one cell: rows starts[r]..ends[r]-1 are cell run_cells[r]. A row's
@@ -309,7 +340,9 @@ def _count(no_pile, no_count, run_cells, starts, ends, deal_offset, won, turned,
                     return 3, i
                 if rs < 0 or rs >= RESTART_RANGE or st < 0 or st >= RESTART_RANGE:
                     return 1, i
-                restart_counts[slot, ((w * DOWN_RANGE + d) * RESTART_RANGE + rs) * RESTART_RANGE + st] += 1
+                restart_counts[
+                    slot, ((w * DOWN_RANGE + d) * RESTART_RANGE + rs) * RESTART_RANGE + st
+                ] += 1
             else:
                 counts[c, (w * DOWN_RANGE + d) * N_HINT_CODES + hint] += 1
             turned_counts[c, w * TURNED_RANGE + t] += 1
@@ -361,17 +394,25 @@ class FactCounts:
     def add(self, cell: int, won, kings_at_bottom, unvisited_at_third_king) -> None:
         """Add the deal facts of deals of one (standard) cell."""
         as8 = lambda a: np.ascontiguousarray(a, dtype=np.int8)  # noqa: E731
-        bad = _tally_facts(as8(won), as8(kings_at_bottom), as8(unvisited_at_third_king), self.tally[cell])
+        bad = _tally_facts(
+            as8(won), as8(kings_at_bottom), as8(unvisited_at_third_king), self.tally[cell]
+        )
         if bad >= 0:
-            raise ValueError(f"deal {bad} of the batch: a deal fact out of range "
-                             "(kings_at_bottom, unvisited_at_third_king: 0..12)")
+            raise ValueError(
+                f"deal {bad} of the batch: a deal fact out of range "
+                "(kings_at_bottom, unvisited_at_third_king: 0..12)"
+            )
 
     def add_results(self, results: dict[str, np.ndarray]) -> None:
         """Add the standard cells' deals of kernel results (``results`` as `kernel.play` gives)."""
         for c, cell in enumerate(self.cells):
             if cell.variant == "standard":
-                self.add(c, results["won"][c], results["kings_at_bottom"][c],
-                         results["unvisited_at_third_king"][c])
+                self.add(
+                    c,
+                    results["won"][c],
+                    results["kings_at_bottom"][c],
+                    results["unvisited_at_third_king"][c],
+                )
 
     def table(self) -> pa.Table:
         cell, key = np.nonzero(self.tally)
@@ -410,8 +451,15 @@ class ShardSummary:
         self.facts = FactCounts(self.cells)
 
     def _tallies(self):
-        return (self.restart_slot, self.counts, self.restart_counts, self.turned, self.piles,
-                self.won, self.present)
+        return (
+            self.restart_slot,
+            self.counts,
+            self.restart_counts,
+            self.turned,
+            self.piles,
+            self.won,
+            self.present,
+        )
 
     @staticmethod
     def _check(error: int, row: int) -> None:
@@ -422,21 +470,52 @@ class ShardSummary:
         """Add kernel results for every cell and deal (``results`` as `kernel.play` gives)."""
         n_cells, count = results["won"].shape
         if (n_cells, count) != self.won.shape:
-            raise ValueError(f"results are {n_cells} cells x {count} deals; "
-                             f"expected {self.won.shape[0]} x {self.won.shape[1]}")
-        flat = {name: np.ascontiguousarray(array, dtype=np.int8).reshape(-1)
-                for name, array in results.items()}
+            raise ValueError(
+                f"results are {n_cells} cells x {count} deals; "
+                f"expected {self.won.shape[0]} x {self.won.shape[1]}"
+            )
+        flat = {
+            name: np.ascontiguousarray(array, dtype=np.int8).reshape(-1)
+            for name, array in results.items()
+        }
         starts = np.arange(n_cells, dtype=np.int64) * count
-        self._check(*_count(
-            NO_PILE, NO_COUNT, np.arange(n_cells, dtype=np.int64), starts, starts + count, _EMPTY_I64,
-            flat["won"].view(np.bool_), flat["cards_turned"], flat["down_at_stop"],
-            flat["rescue_pile"], flat["restarts"], flat["stray_deaths"], _EMPTY_F32,
-            flat["hint_num"], flat["hint_den"], *self._tallies()))
+        self._check(
+            *_count(
+                NO_PILE,
+                NO_COUNT,
+                np.arange(n_cells, dtype=np.int64),
+                starts,
+                starts + count,
+                _EMPTY_I64,
+                flat["won"].view(np.bool_),
+                flat["cards_turned"],
+                flat["down_at_stop"],
+                flat["rescue_pile"],
+                flat["restarts"],
+                flat["stray_deaths"],
+                _EMPTY_F32,
+                flat["hint_num"],
+                flat["hint_den"],
+                *self._tallies(),
+            )
+        )
         self.complete = True
         self.facts.add_results(results)
 
-    def add_runs(self, run_cells, starts, ends, deal_offset, won, cards_turned, down_at_stop,
-                 rescue_pile, hint, restarts, stray_deaths) -> None:
+    def add_runs(
+        self,
+        run_cells,
+        starts,
+        ends,
+        deal_offset,
+        won,
+        cards_turned,
+        down_at_stop,
+        rescue_pile,
+        hint,
+        restarts,
+        stray_deaths,
+    ) -> None:
         """Add per-deal rows in runs of one cell: rows starts[i]..ends[i]-1 are cell
         run_cells[i] (an index into the cell list). ``deal_offset`` = deal - first per row;
         ``hint`` float32 (any value where there was no rescue); missing values as the kernel
@@ -445,23 +524,55 @@ class ShardSummary:
         won = np.ascontiguousarray(won)
         if won.dtype != np.bool_:
             won = won.astype(bool)
-        self._check(*_count(
-            NO_PILE, NO_COUNT,
-            np.ascontiguousarray(run_cells, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64),
-            np.ascontiguousarray(ends, dtype=np.int64), np.ascontiguousarray(deal_offset, dtype=np.int64),
-            won, as8(cards_turned), as8(down_at_stop), as8(rescue_pile), as8(restarts),
-            as8(stray_deaths), np.ascontiguousarray(hint, dtype=np.float32), _EMPTY_I8, _EMPTY_I8,
-            *self._tallies()))
+        self._check(
+            *_count(
+                NO_PILE,
+                NO_COUNT,
+                np.ascontiguousarray(run_cells, dtype=np.int64),
+                np.ascontiguousarray(starts, dtype=np.int64),
+                np.ascontiguousarray(ends, dtype=np.int64),
+                np.ascontiguousarray(deal_offset, dtype=np.int64),
+                won,
+                as8(cards_turned),
+                as8(down_at_stop),
+                as8(rescue_pile),
+                as8(restarts),
+                as8(stray_deaths),
+                np.ascontiguousarray(hint, dtype=np.float32),
+                _EMPTY_I8,
+                _EMPTY_I8,
+                *self._tallies(),
+            )
+        )
 
-    def add_rows(self, cell, deal_offset, won, cards_turned, down_at_stop, rescue_pile, hint,
-                 restarts, stray_deaths) -> None:
+    def add_rows(
+        self,
+        cell,
+        deal_offset,
+        won,
+        cards_turned,
+        down_at_stop,
+        rescue_pile,
+        hint,
+        restarts,
+        stray_deaths,
+    ) -> None:
         """`add_runs` for rows in any order: ``cell`` indexes the cell list, per row."""
         cell = np.asarray(cell)
         if len(cell) == 0:
             return
         if (cell < 0).any() or (cell >= len(self.cells)).any():
             raise ValueError("a row of a cell the sweep does not list")
-        columns = [deal_offset, won, cards_turned, down_at_stop, rescue_pile, hint, restarts, stray_deaths]
+        columns = [
+            deal_offset,
+            won,
+            cards_turned,
+            down_at_stop,
+            rescue_pile,
+            hint,
+            restarts,
+            stray_deaths,
+        ]
         change = np.flatnonzero(cell[1:] != cell[:-1]) + 1
         if len(change) > max(256, len(cell) // 1024):  # interleaved cells: group them first
             order = np.argsort(cell, kind="stable")
@@ -507,7 +618,8 @@ class ShardSummary:
             won = np.concatenate([won, key // (RESTART_RANGE**2 * DOWN_RANGE)])
         order = np.lexsort((stray, restarts, hint, down, won, cell))
         cell, won, down, hint, restarts, stray, n = (
-            a[order] for a in (cell, won, down, hint, restarts, stray, n))
+            a[order] for a in (cell, won, down, hint, restarts, stray, n)
+        )
         hint_value = np.concatenate(([0], HINT_VALUES))[hint].astype(np.float32)
         columns = {
             **_cell_labels(self.cells, "", cell),
@@ -548,7 +660,11 @@ def comparable_pairs(cells: Sequence[Cell]) -> list[tuple[int, int]]:
         for b in range(a + 1, len(cells)):
             second = cells[b]
             same_but_order = (first.variant, first.strategy, first.finale, first.depth) == (
-                second.variant, second.strategy, second.finale, second.depth)
+                second.variant,
+                second.strategy,
+                second.finale,
+                second.depth,
+            )
             if first.order == second.order or same_but_order:
                 pairs.append((a, b))
     return pairs
@@ -567,8 +683,9 @@ def _popcount(words: np.ndarray) -> np.ndarray:
     return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
 
 
-def pair_counts(won: np.ndarray, present: np.ndarray | None,
-                pairs: list[tuple[int, int]]) -> np.ndarray:
+def pair_counts(
+    won: np.ndarray, present: np.ndarray | None, pairs: list[tuple[int, int]]
+) -> np.ndarray:
     """(both, a_only, b_only, neither) per pair, on the deals both cells played."""
     out = np.zeros((len(pairs), 4), dtype=np.int64)
     if not pairs:

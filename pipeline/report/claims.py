@@ -20,7 +20,7 @@ checked in per-deal mode against the sweep's own record of each deal's outcome w
 one.
 
 The claims read a sweep only through `ClaimFigures` (below): the report's `document.Figures`
-provides it, and tests/test_claims.py tests every verdict rule on made-up figures.
+provides it, and tests/report/test_claims.py tests every verdict rule on made-up figures.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def source_text(seed_files: list[str]) -> str:
     if len(seed_files) == len(SEED_FILES):
         return "every rule page"
     seeds = [seed for seed, path in SEED_FILES.items() if path in seed_files]
-    return "; ".join(f"\"{PAGE_TITLES[seed]}\"" for seed in seeds)
+    return "; ".join(f'"{PAGE_TITLES[seed]}"' for seed in seeds)
+
 
 TOLERANCE = 0.005  # half a percentage point
 NEAR_MISS = 3  # "a couple of cards to go": at most this many cards down at the first death
@@ -150,7 +151,9 @@ def no_difference_verdict(interval: tuple[float, float]) -> str:
 
 
 def pct(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
+    return (
+        "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
+    )
 
 
 def interval_text(interval: tuple[float, float] | None, digits: int = 2) -> str:
@@ -184,11 +187,15 @@ class Replay:
         return len(self.won)
 
     def describe(self) -> str:
-        text = (f"replay of deals {self.first}-{self.first + self.count - 1} (seed {self.seed}, "
-                f"order {self.order}) in standard play, the sweep's records holding no deal facts")
+        text = (
+            f"replay of deals {self.first}-{self.first + self.count - 1} (seed {self.seed}, "
+            f"order {self.order}) in standard play, the sweep's records holding no deal facts"
+        )
         if self.checked:
-            text += (f"; its wins and losses agree with the sweep's records on "
-                     f"{self.checked - self.mismatches:,} of {self.checked:,} deals")
+            text += (
+                f"; its wins and losses agree with the sweep's records on "
+                f"{self.checked - self.mismatches:,} of {self.checked:,} deals"
+            )
         return text
 
 
@@ -197,8 +204,14 @@ def replay_standard(seed: int, first: int, count: int, order: str) -> Replay:
     from pipeline.engine import kernel
 
     results = kernel.play(seed, first, count, [Cell(order=order)])
-    return Replay(seed, first, order, results["won"][0].astype(bool),
-                  results["unvisited_at_third_king"][0].copy(), results["kings_at_bottom"][0].copy())
+    return Replay(
+        seed,
+        first,
+        order,
+        results["won"][0].astype(bool),
+        results["unvisited_at_third_king"][0].copy(),
+        results["kings_at_bottom"][0].copy(),
+    )
 
 
 def exact_unvisited_win(at_least: int = 2) -> tuple[Fraction, Fraction]:
@@ -271,7 +284,7 @@ class ClaimCell(Protocol):
 class ClaimFigures(Protocol):
     """Everything the claims read of a sweep: what `assess` and every claim function take.
 
-    `document.Figures` provides it from the summed summary tables; tests/test_claims.py from
+    `document.Figures` provides it from the summed summary tables; tests/report/test_claims.py from
     made-up numbers. Shares and rates are in 0..1; counts are numbers of deals (or of blocks
     of deals, or of deaths), never negative.
     """
@@ -334,8 +347,13 @@ class ClaimFigures(Protocol):
 # --- The claims ---------------------------------------------------------------------------
 
 
-def primary(figures: ClaimFigures, variant: str, strategy: str | None = None, finale: str = "down",
-            depth: str | None = None) -> Cell | None:
+def primary(
+    figures: ClaimFigures,
+    variant: str,
+    strategy: str | None = None,
+    finale: str = "down",
+    depth: str | None = None,
+) -> Cell | None:
     """The sweep's cell of a variant/strategy/finale, round-robin first, else packets.
 
     A strategy that never reads the bottom cards (or no strategy) plays the same deals the
@@ -364,9 +382,10 @@ def standard_cell(figures: ClaimFigures) -> Cell | None:
 
 def one_in_13(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "one_in_13", ("000", "001", "003", "004"),
-        "Standard play wins one deal in thirteen (000: \"one deal in thirteen\"; 001: \"The 1-in-13 "
-        "figure is exact\"; 003: \"The chances of winning are 1 in 13\"; 004: \"About 1 game in 13\").",
+        "one_in_13",
+        ("000", "001", "003", "004"),
+        'Standard play wins one deal in thirteen (000: "one deal in thirteen"; 001: "The 1-in-13 '
+        'figure is exact"; 003: "The chances of winning are 1 in 13"; 004: "About 1 game in 13").',
         f"confirmed if 1/13 lies inside the 99.9% interval of the standard win rate and the "
         f"interval's half width is at most {pct(TOLERANCE)}; refuted if 1/13 lies outside it; "
         "otherwise inconclusive (too few deals).",
@@ -380,7 +399,9 @@ def one_in_13(figures: ClaimFigures) -> Claim:
     return _rate_claim(claim, figures, cell, lambda ci: exact_value_verdict(1 / 13, ci))
 
 
-def _rate_claim(claim: Claim, figures: ClaimFigures, cell: Cell, verdict: Callable, wins_of: str = "deals") -> Claim:
+def _rate_claim(
+    claim: Claim, figures: ClaimFigures, cell: Cell, verdict: Callable, wins_of: str = "deals"
+) -> Claim:
     entry = figures.cells[cell]
     interval = stats.wilson(entry.wins, entry.n, stats.CLAIM_CONFIDENCE)
     claim.figure, claim.interval = entry.rate, interval
@@ -392,9 +413,10 @@ def _rate_claim(claim: Claim, figures: ClaimFigures, cell: Cell, verdict: Callab
 
 def better_than_one_in_three(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "better_than_one_in_three", ("004",),
-        "The one-swap house rule \"raises the chance of winning from 1 in 13 to better than 1 in 3 "
-        "if you choose well\".",
+        "better_than_one_in_three",
+        ("004",),
+        'The one-swap house rule "raises the chance of winning from 1 in 13 to better than 1 in 3 '
+        'if you choose well".',
         f"the best one_swap strategy a player can use with the bottoms face down ({COUNTS_TEXT}) "
         "is measured; confirmed if the lower end of its 99.9% interval is above 1/3, "
         "refuted if the upper end is below 1/3, otherwise inconclusive.",
@@ -410,7 +432,9 @@ def better_than_one_in_three(figures: ClaimFigures) -> Claim:
     if exact is not None:
         claim.exact = odds.fraction_text(exact)
         claim.detail.append(f"exact value for {best.strategy}: {float(exact):.6f}")
-    others = ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in candidates if c != best)
+    others = ", ".join(
+        f"{c.strategy} {pct(figures.cells[c].rate)}" for c in candidates if c != best
+    )
     if others:
         claim.detail.append(f"the other strategies: {others}")
     return claim
@@ -418,16 +442,19 @@ def better_than_one_in_three(figures: ClaimFigures) -> Claim:
 
 def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "pick_makes_no_difference", ("000",),
-        "Under Watch, \"which card you pick makes no difference to whether the chain survives\".",
+        "pick_makes_no_difference",
+        ("000",),
+        'Under Watch, "which card you pick makes no difference to whether the chain survives".',
         "the Watch strategies a player can use with the bottoms face down are compared on the same "
         "deals, the best against the worst; refuted if the 99.9% paired interval of their "
         f"difference excludes 0, confirmed if it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
     )
     cells = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "watch", s))]
     if len(cells) < 2:
-        claim.needs = (f"at least two cells watch x {{{COUNTS_TEXT}}}, finale=down "
-                       "(most and fewest differ most)")
+        claim.needs = (
+            f"at least two cells watch x {{{COUNTS_TEXT}}}, finale=down "
+            "(most and fewest differ most)"
+        )
         claim.basis = f"{len(cells)} watch cell(s) with a counts-only strategy in this sweep"
         return claim
     ranked = sorted(cells, key=lambda c: figures.cells[c].rate, reverse=True)
@@ -438,26 +465,34 @@ def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
         claim.needs = "both cells in one deal order"
         return claim
     claim.measure_paired(paired)
-    claim.figure_text = (f"{best.strategy} {pct(paired.a_rate)} vs {worst.strategy} {pct(paired.b_rate)}: "
-                         f"{points(paired.difference)} on {paired.n:,} paired deals "
-                         f"(exact McNemar p {stats.p_text(paired.p_value)})")
+    claim.figure_text = (
+        f"{best.strategy} {pct(paired.a_rate)} vs {worst.strategy} {pct(paired.b_rate)}: "
+        f"{points(paired.difference)} on {paired.n:,} paired deals "
+        f"(exact McNemar p {stats.p_text(paired.p_value)})"
+    )
     claim.basis = f"cells {best.label} and {worst.label}, paired deal by deal"
     claim.verdict = no_difference_verdict((paired.low, paired.high))
-    claim.detail.append("all: " + ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in ranked))
+    claim.detail.append(
+        "all: " + ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in ranked)
+    )
     return claim
 
 
 def near_misses_come_home(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "near_misses_come_home", ("000",),
-        "Watch brings \"the near misses, the deals that stall with a couple of cards to go, mostly home\".",
+        "near_misses_come_home",
+        ("000",),
+        'Watch brings "the near misses, the deals that stall with a couple of cards to go, mostly home".',
         f"a near miss is a deal whose chain first dies with 1 to {NEAR_MISS} cards face down; Watch with a "
         "random pick (a player picking without a reason, as 000 says the pick does not matter) is "
         "measured on them; confirmed if the lower end of the 99.9% interval of its win rate is above "
-        "1/2 (\"mostly\"), refuted if the upper end is below 1/2, otherwise inconclusive.",
+        '1/2 ("mostly"), refuted if the upper end is below 1/2, otherwise inconclusive.',
     )
-    cells = [c for s in ("random",) + tuple(x for x in rules.COUNT_STRATEGIES if x != "random")
-             if (c := primary(figures, "watch", s))]
+    cells = [
+        c
+        for s in ("random",) + tuple(x for x in rules.COUNT_STRATEGIES if x != "random")
+        if (c := primary(figures, "watch", s))
+    ]
     if not cells:
         claim.needs = "a cell watch x random (or another counts-only strategy), finale=down"
         claim.basis = "no watch cell in this sweep"
@@ -475,11 +510,17 @@ def near_misses_come_home(figures: ClaimFigures) -> Claim:
     claim.verdict = above_verdict(interval, 0.5) if n else INCONCLUSIVE
     law = odds.down_at_stop_law()
     weight = sum(law[u] for u in range(1, NEAR_MISS + 1))
-    exact = sum(law[u] * odds.rescue_win_given_down(cell.strategy, u)
-                for u in range(1, NEAR_MISS + 1)) / weight
+    exact = (
+        sum(law[u] * odds.rescue_win_given_down(cell.strategy, u) for u in range(1, NEAR_MISS + 1))
+        / weight
+    )
     claim.exact = odds.fraction_text(exact)
     claim.detail.append(f"exact value: {float(exact):.6f}")
-    others = [f"{c.strategy} {pct(w / m if m else None)} of {m:,}" for c, (m, w) in rows.items() if c != cell]
+    others = [
+        f"{c.strategy} {pct(w / m if m else None)} of {m:,}"
+        for c, (m, w) in rows.items()
+        if c != cell
+    ]
     if others:
         claim.detail.append("other picks: " + ", ".join(others))
     return claim
@@ -495,12 +536,15 @@ def _fact_source(figures: ClaimFigures, claim: Claim, column: str):
         for row in rows:
             key = (bool(row[0]), int(row[index]))
             counts[key] = counts.get(key, 0) + int(row[3])
-        return counts, (f"cell {cell.label}, every deal ({column} counted in the shards' "
-                        "facts tables)")
+        return counts, (
+            f"cell {cell.label}, every deal ({column} counted in the shards' facts tables)"
+        )
     replay = figures.replay
     if replay is None or replay.count == 0:
-        claim.needs = (f"a standard cell (the shards count its {column}), or a replay of the "
-                       "sweep's deals (report --replay N, with the deal scheme the sweep used)")
+        claim.needs = (
+            f"a standard cell (the shards count its {column}), or a replay of the "
+            "sweep's deals (report --replay N, with the deal scheme the sweep used)"
+        )
         claim.basis = figures.replay_note or "no standard cell and no replay"
         return None
     if replay.mismatches:
@@ -508,8 +552,9 @@ def _fact_source(figures: ClaimFigures, claim: Claim, column: str):
         claim.basis = replay.describe()
         return None
     values = replay.king_bottoms if column == "kings_at_bottom" else replay.unvisited_at_third_king
-    keys, n = np.unique(np.stack([replay.won.astype(np.int64), values.astype(np.int64)]), axis=1,
-                        return_counts=True)
+    keys, n = np.unique(
+        np.stack([replay.won.astype(np.int64), values.astype(np.int64)]), axis=1, return_counts=True
+    )
     return {(bool(w), int(v)): int(c) for (w, v), c in zip(keys.T, n)}, replay.describe()
 
 
@@ -524,17 +569,20 @@ def unvisited_by_third_king(figures: ClaimFigures) -> Claim:
     chance, chance_won = exact_unvisited_win(2)
     exact = chance_won / chance
     claim = Claim(
-        "unvisited_by_third_king", ("000",),
-        "\"If two or three positions have never been visited at all\" by the time the third king "
-        "shows, \"it is already lost\".",
+        "unvisited_by_third_king",
+        ("000",),
+        '"If two or three positions have never been visited at all" by the time the third king '
+        'shows, "it is already lost".',
         "deals where at least two hour piles have not been taken from when the third king is "
         "placed are taken; confirmed if the upper end of the 99.9% interval of their win rate is "
         f"below {pct(LOST, 0)} (practically lost), refuted if its lower end is above {pct(LOST, 0)}, "
         "otherwise inconclusive.",
         exact=odds.fraction_text(exact),
     )
-    claim.detail.append(f"exact value by the Score Four law: {float(exact):.6f} (such deals are "
-                        f"{pct(float(chance))} of all deals)")
+    claim.detail.append(
+        f"exact value by the Score Four law: {float(exact):.6f} (such deals are "
+        f"{pct(float(chance))} of all deals)"
+    )
     source = _fact_source(figures, claim, "unvisited_at_third_king")
     if source is None:
         return claim
@@ -553,9 +601,10 @@ def unvisited_by_third_king(figures: ClaimFigures) -> Claim:
 
 def no_win_without_king_bottom(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "no_win_without_king_bottom", ("003",),
-        "\"There is no possible way to win the game if none of the bottommost cards in the twelve "
-        "circle piles at the start of play is a king.\"",
+        "no_win_without_king_bottom",
+        ("003",),
+        '"There is no possible way to win the game if none of the bottommost cards in the twelve '
+        'circle piles at the start of play is a king."',
         "deals with no king at the bottom of an hour pile are taken; refuted if any of them wins; "
         "confirmed if none does and the upper end of the 99.9% (exact) interval of their win rate is "
         "below 1/130, a tenth of the usual 1/13 (so such deals would have shown wins if they won at "
@@ -583,10 +632,11 @@ def no_win_without_king_bottom(figures: ClaimFigures) -> Claim:
 def thirteen_losses_ordinary(figures: ClaimFigures) -> Claim:
     exact = Fraction(12, 13) ** 13
     claim = Claim(
-        "thirteen_losses_ordinary", ("001",),
-        "\"Expect long losing runs: thirteen straight losses is entirely ordinary.\"",
+        "thirteen_losses_ordinary",
+        ("001",),
+        '"Expect long losing runs: thirteen straight losses is entirely ordinary."',
         "the deals are cut into blocks of 13 consecutive deal numbers and the share of blocks "
-        "without a win is measured in standard play; \"ordinary\" means it happens at least "
+        'without a win is measured in standard play; "ordinary" means it happens at least '
         f"{pct(ORDINARY, 0)} of the time (not surprising at the usual 5% level): confirmed if the "
         f"lower end of its 99.9% interval is at least {pct(ORDINARY, 0)}, refuted if the upper end is "
         "below it, otherwise inconclusive.",
@@ -601,43 +651,75 @@ def thirteen_losses_ordinary(figures: ClaimFigures) -> Claim:
     blocks, clean = figures.loss_blocks(cell)
     interval = stats.wilson(clean, blocks, stats.CLAIM_CONFIDENCE)
     claim.measure_share(clean, blocks, interval)
-    claim.figure_text = f"{pct(claim.figure)} of {blocks:,} blocks of 13 consecutive deals had no win"
-    claim.basis = (f"cell {cell.label}, blocks of 13 consecutive deal numbers "
-                   f"({'per-deal rows' if figures.mode == 'deals' else 'counted per batch in the summary records'})")
+    claim.figure_text = (
+        f"{pct(claim.figure)} of {blocks:,} blocks of 13 consecutive deals had no win"
+    )
+    claim.basis = (
+        f"cell {cell.label}, blocks of 13 consecutive deal numbers "
+        f"({'per-deal rows' if figures.mode == 'deals' else 'counted per batch in the summary records'})"
+    )
     if blocks:
         low, high = interval
-        claim.verdict = CONFIRMED if low >= ORDINARY else REFUTED if high < ORDINARY else INCONCLUSIVE
+        claim.verdict = (
+            CONFIRMED if low >= ORDINARY else REFUTED if high < ORDINARY else INCONCLUSIVE
+        )
     return claim
 
 
 def foresight_no_agency(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "foresight_no_agency", ("001",),
-        "Face-up finales (the bottom card of each pile dealt face up) add \"foresight but no actual agency\".",
+        "foresight_no_agency",
+        ("001",),
+        'Face-up finales (the bottom card of each pile dealt face up) add "foresight but no actual agency".',
         "with a rescue there is a choice to make: the informed strategy (reading the face-up bottoms) "
         "is compared, deal by deal, with the best strategy that sees only the counts; refuted if the "
         "99.9% paired interval of informed minus that lies above 0 (reading the bottoms wins deals "
         f"that could not be won otherwise), confirmed if it lies within +-{pct(TOLERANCE)}, "
         "otherwise inconclusive. In standard play there is no choice at all, so nothing to measure.",
     )
-    for variant, depth in (("watch", None), ("one_swap", None), ("exchange", "bottom"), ("exchange", "top")):
+    for variant, depth in (
+        ("watch", None),
+        ("one_swap", None),
+        ("exchange", "bottom"),
+        ("exchange", "top"),
+    ):
         informed = primary(figures, variant, "informed", "up", depth)
         if informed is None:
             continue
-        blind = [c for s in rules.COUNT_STRATEGIES
-                 if (c := next((x for x in figures.cells if x.variant == variant and x.strategy == s
-                                and x.finale == "down" and x.depth == depth and x.order == informed.order), None))]
+        blind = [
+            c
+            for s in rules.COUNT_STRATEGIES
+            if (
+                c := next(
+                    (
+                        x
+                        for x in figures.cells
+                        if x.variant == variant
+                        and x.strategy == s
+                        and x.finale == "down"
+                        and x.depth == depth
+                        and x.order == informed.order
+                    ),
+                    None,
+                )
+            )
+        ]
         if not blind:
             continue
         best = max(blind, key=lambda c: figures.cells[c].rate)
         paired = figures.paired(informed, best, stats.CLAIM_CONFIDENCE)
         if paired is None:
             continue
-        text = (f"{variant}{' ' + depth if depth else ''}: informed (face up) {pct(paired.a_rate)} vs "
-                f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}")
+        text = (
+            f"{variant}{' ' + depth if depth else ''}: informed (face up) {pct(paired.a_rate)} vs "
+            f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}"
+        )
         if claim.figure is None:
             claim.measure_paired(paired)
-            claim.figure_text = text + f" on {paired.n:,} paired deals (exact McNemar p {stats.p_text(paired.p_value)})"
+            claim.figure_text = (
+                text
+                + f" on {paired.n:,} paired deals (exact McNemar p {stats.p_text(paired.p_value)})"
+            )
             claim.basis = f"cells {informed.label} and {best.label}, paired deal by deal"
             low, high = paired.low, paired.high
             if low > 0:
@@ -647,24 +729,32 @@ def foresight_no_agency(figures: ClaimFigures) -> Claim:
         else:
             claim.detail.append(text)
     if claim.figure is None:
-        claim.needs = ("cells <rescue variant> x informed, finale=up, and the same variant with a "
-                       "counts-only strategy, finale=down, in the same deal order")
+        claim.needs = (
+            "cells <rescue variant> x informed, finale=up, and the same variant with a "
+            "counts-only strategy, finale=down, in the same deal order"
+        )
         claim.basis = "no such pair of cells in this sweep"
-    standard_up, standard_down = primary(figures, "standard", finale="up"), primary(figures, "standard")
+    standard_up, standard_down = (
+        primary(figures, "standard", finale="up"),
+        primary(figures, "standard"),
+    )
     if standard_up and standard_down and standard_up.order == standard_down.order:
         paired = figures.paired(standard_up, standard_down, stats.CLAIM_CONFIDENCE)
         if paired is not None:
-            claim.detail.append(f"standard play, face up vs face down: {paired.a_only + paired.b_only} "
-                                f"of {paired.n:,} deals differ (no choice to make)")
+            claim.detail.append(
+                f"standard play, face up vs face down: {paired.a_only + paired.b_only} "
+                f"of {paired.n:,} deals differ (no choice to make)"
+            )
     return claim
 
 
 def deal_order_no_change(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "deal_order_no_change", ("004",),
-        "\"It does not matter how you deal them. Some people deal one card at a time around the clock, "
+        "deal_order_no_change",
+        ("004",),
+        '"It does not matter how you deal them. Some people deal one card at a time around the clock, '
         "and some deal four cards to a pile before moving on. As long as the deck was shuffled, the "
-        "result is the same.\"",
+        'result is the same."',
         "standard play dealt round-robin and in packets is compared on the same deal numbers; "
         "refuted if the 99.9% paired interval of the difference in win rate excludes 0, confirmed if "
         f"it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
@@ -672,9 +762,17 @@ def deal_order_no_change(figures: ClaimFigures) -> Claim:
     )
     pair = None
     for variant in STANDARD_PLAY:
-        a, b = (next((c for c in figures.cells
-                      if c.variant == variant and c.order == order and c.finale == "down"), None)
-                for order in ("round-robin", "packets"))
+        a, b = (
+            next(
+                (
+                    c
+                    for c in figures.cells
+                    if c.variant == variant and c.order == order and c.finale == "down"
+                ),
+                None,
+            )
+            for order in ("round-robin", "packets")
+        )
         if a and b:
             pair = (a, b)
             break
@@ -684,9 +782,11 @@ def deal_order_no_change(figures: ClaimFigures) -> Claim:
         return claim
     paired = figures.paired(*pair, stats.CLAIM_CONFIDENCE)
     claim.measure_paired(paired)
-    claim.figure_text = (f"round-robin {pct(paired.a_rate)} vs packets {pct(paired.b_rate)}: "
-                         f"{points(paired.difference)} on {paired.n:,} deal numbers "
-                         f"(exact McNemar p {stats.p_text(paired.p_value)})")
+    claim.figure_text = (
+        f"round-robin {pct(paired.a_rate)} vs packets {pct(paired.b_rate)}: "
+        f"{points(paired.difference)} on {paired.n:,} deal numbers "
+        f"(exact McNemar p {stats.p_text(paired.p_value)})"
+    )
     claim.basis = f"cells {pair[0].label} and {pair[1].label}, paired by deal number"
     claim.verdict = no_difference_verdict((paired.low, paired.high))
     others = []
@@ -697,7 +797,9 @@ def deal_order_no_change(figures: ClaimFigures) -> Claim:
                 p = figures.paired(cell, twin, stats.CLAIM_CONFIDENCE)
                 if p is not None and (p.low > 0 or p.high < 0):
                     others.append(f"{cell.label}: {points(p.difference)}")
-    claim.detail.append("other cells whose two deal orders differ beyond chance: " + (", ".join(others) or "none"))
+    claim.detail.append(
+        "other cells whose two deal orders differ beyond chance: " + (", ".join(others) or "none")
+    )
     return claim
 
 
@@ -710,8 +812,9 @@ def one_finale(cells: list) -> list:
 
 def won_deal_52_flips(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "won_deal_52_flips", ("001",),
-        "\"A won game is exactly 52 flips.\"",
+        "won_deal_52_flips",
+        ("001",),
+        '"A won game is exactly 52 flips."',
         "refuted if any standard win turned a number of cards other than 52; confirmed if every one "
         f"did and there were at least {MIN_WINS_52} wins; otherwise inconclusive.",
         exact="1/1",
@@ -725,7 +828,9 @@ def won_deal_52_flips(figures: ClaimFigures) -> Claim:
     interval = stats.clopper_pearson(at_52, total, stats.CLAIM_CONFIDENCE)
     claim.measure_share(at_52, total, interval)
     claim.figure_text = f"{at_52:,} of {total:,} standard wins turned exactly 52 cards"
-    claim.basis = "cards_turned of won deals in the standard cells (one finale: both play the same deals)"
+    claim.basis = (
+        "cards_turned of won deals in the standard cells (one finale: both play the same deals)"
+    )
     if total != at_52:
         claim.verdict = REFUTED
     elif total >= MIN_WINS_52:
@@ -738,8 +843,9 @@ def won_deal_52_flips(figures: ClaimFigures) -> Claim:
 
 def play_out_deaths(figures: ClaimFigures) -> Claim:
     claim = Claim(
-        "play_out_deaths", ("000",),
-        "Under Play it out, \"the first death is always in the centre but later ones can strand you anywhere\".",
+        "play_out_deaths",
+        ("000",),
+        'Under Play it out, "the first death is always in the centre but later ones can strand you anywhere".',
         "stray_deaths counts deaths away from where the rules predict (the first at the centre, each "
         "later one at the pile its chain restarted from); the first half holds if no first death is "
         "away from the centre; the second half is refuted if no later death is away from its restart "
@@ -753,17 +859,25 @@ def play_out_deaths(figures: ClaimFigures) -> Claim:
         return claim
     deals, later, stray = figures.play_out_deaths(one_finale(cells))
     deaths = deals + later
-    interval = stats.clopper_pearson(deaths - stray, deaths, stats.CLAIM_CONFIDENCE) if deaths else None
+    interval = (
+        stats.clopper_pearson(deaths - stray, deaths, stats.CLAIM_CONFIDENCE) if deaths else None
+    )
     claim.measure_share(deaths - stray, deaths, interval)
-    claim.figure_text = (f"{deaths - stray:,} of {deaths:,} deaths where the rules predict "
-                         f"({deals:,} first deaths, {later:,} later deaths, {stray:,} elsewhere)")
-    claim.basis = "restarts and stray_deaths of the play_out cells (one finale: both play the same deals)"
+    claim.figure_text = (
+        f"{deaths - stray:,} of {deaths:,} deaths where the rules predict "
+        f"({deals:,} first deaths, {later:,} later deaths, {stray:,} elsewhere)"
+    )
+    claim.basis = (
+        "restarts and stray_deaths of the play_out cells (one finale: both play the same deals)"
+    )
     if stray == 0 and later >= MIN_LATER_DEATHS:
         claim.verdict = REFUTED
         claim.detail.append("first half confirmed: every first death was in the centre")
-        claim.detail.append("second half refuted: every later death came at the very pile the chain "
-                            "restarted from (hour 1, or the first hour clockwise from it that still held "
-                            "a card), so the dial, not chance, fixes where it stops")
+        claim.detail.append(
+            "second half refuted: every later death came at the very pile the chain "
+            "restarted from (hour 1, or the first hour clockwise from it that still held "
+            "a card), so the dial, not chance, fixes where it stops"
+        )
     elif stray > 0:
         claim.verdict = CONFIRMED
         claim.detail.append("some deaths came away from their predicted pile")

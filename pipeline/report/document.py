@@ -32,8 +32,17 @@ DEFAULT_REPLAY = 100_000
 
 # --- The report ---------------------------------------------------------------------------
 
-DOCUMENT_KEYS = ("report_version", "provenance", "cells", "comparisons", "best_strategies",
-                 "claims", "distributions", "hint_calibration", "notes")
+DOCUMENT_KEYS = (
+    "report_version",
+    "provenance",
+    "cells",
+    "comparisons",
+    "best_strategies",
+    "claims",
+    "distributions",
+    "hint_calibration",
+    "notes",
+)
 
 
 @dataclass
@@ -58,13 +67,19 @@ def provenance(loaded: Loaded) -> dict:
     runs = []
     for record in run.runs:
         ray = record.get("ray") or {}
-        runs.append({
-            "started": record.get("started"), "finished": record.get("finished"),
-            "status": record.get("status"), "host": record.get("host"),
-            "clocksweep": record.get("clocksweep"),
-            "cluster": ray.get("kind"), "ray_version": ray.get("ray_version"),
-            "cpus": ray.get("cpus"), "nodes": len(ray.get("nodes") or []),
-        })
+        runs.append(
+            {
+                "started": record.get("started"),
+                "finished": record.get("finished"),
+                "status": record.get("status"),
+                "host": record.get("host"),
+                "clocksweep": record.get("clocksweep"),
+                "cluster": ray.get("kind"),
+                "ray_version": ray.get("ray_version"),
+                "cpus": ray.get("cpus"),
+                "nodes": len(ray.get("nodes") or []),
+            }
+        )
     return {
         "results": loaded.location.where,
         "record_mode": loaded.mode,
@@ -88,9 +103,14 @@ def provenance(loaded: Loaded) -> dict:
     }
 
 
-def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
-          plots_enabled: bool = True, workers: int | None = None,
-          plotter: plots.Plotter | None = None) -> Report:
+def build(
+    where: str,
+    replay: int = DEFAULT_REPLAY,
+    out: str | None = None,
+    plots_enabled: bool = True,
+    workers: int | None = None,
+    plotter: plots.Plotter | None = None,
+) -> Report:
     """Read RESULTS, compute every figure and write RESULTS/report/ (or ``out``).
 
     ``plotter``: a `plots.Plotter` made by the caller, best before it imported this module
@@ -154,15 +174,19 @@ def build(where: str, replay: int = DEFAULT_REPLAY, out: str | None = None,
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as error:
-        raise ReportError(f"{'--out: ' if out is not None else ''}{directory}: cannot write a "
-                          f"report there ({error.strerror or error})") from None
+        raise ReportError(
+            f"{'--out: ' if out is not None else ''}{directory}: cannot write a "
+            f"report there ({error.strerror or error})"
+        ) from None
     try:
         write_all(directory, document, figures, finish_plots)
     except OSError as error:
         if out is None:  # RESULTS/report is ours: no half-written report is left to be read
             loaded.location.delete(layout.REPORT_DIR)
-        raise ReportError(f"{'--out: ' if out is not None else ''}{directory}: cannot write "
-                          f"the report ({os_error_text(error)})") from None
+        raise ReportError(
+            f"{'--out: ' if out is not None else ''}{directory}: cannot write "
+            f"the report ({os_error_text(error)})"
+        ) from None
     lap("write")
     return Report(loaded, figures, claims, document, directory, timings)
 
@@ -175,8 +199,10 @@ def notes(loaded: Loaded, figures: Figures) -> list[str]:
         f"z-scores are against the exact value with its own standard error; |z| > {Z_FLAG:g} is flagged.",
     ]
     if loaded.mode == "summary":
-        out.append("Summary records: runs of consecutive deals are counted within each summarised "
-                   "batch (blocks of 13); a partial block at a batch's end is left out.")
+        out.append(
+            "Summary records: runs of consecutive deals are counted within each summarised "
+            "batch (blocks of 13); a partial block at a batch's end is left out."
+        )
     if figures.replay is None and figures.replay_note:
         out.append(figures.replay_note)
     return out
@@ -222,10 +248,15 @@ def write_all(directory: str, document: dict, figures: Figures, finish_plots=Non
         # json.dumps with no indentation: only then does json use its C encoder (json.dump
         # never does), and a 100-cell report is 1.5 MB.
         file.write(json.dumps(clean(document), separators=(",", ":")) + "\n")
-    claims_rows = [{k: v for k, v in c.items() if k not in ("seed_files", "detail")}
-                   | {"interval_low": (c["interval"] or [None, None])[0],
-                      "interval_high": (c["interval"] or [None, None])[1],
-                      "detail": "; ".join(c["detail"])} for c in document["claims"]]
+    claims_rows = [
+        {k: v for k, v in c.items() if k not in ("seed_files", "detail")}
+        | {
+            "interval_low": (c["interval"] or [None, None])[0],
+            "interval_high": (c["interval"] or [None, None])[1],
+            "detail": "; ".join(c["detail"]),
+        }
+        for c in document["claims"]
+    ]
     for name, rows in {
         "cells": document["cells"],
         "comparisons": document["comparisons"],
@@ -267,14 +298,19 @@ PLOT_TITLES = {
 def _plot_jobs(document: dict) -> list[tuple[str, str, tuple]]:
     """The plots of a report, as `plots.Plotter.start` takes them."""
     dist = document["distributions"]
-    standard = next((d for d in dist["cards_turned"] if "order=round-robin" in d["cell"]),
-                    dist["cards_turned"][0] if dist["cards_turned"] else None)
+    standard = next(
+        (d for d in dist["cards_turned"] if "order=round-robin" in d["cell"]),
+        dist["cards_turned"][0] if dist["cards_turned"] else None,
+    )
     jobs = [  # the slowest first, so that the drawing processes finish together
         ("win_rates.png", "win_rates", (document["cells"],)),
         ("hint_calibration.png", "hint_calibration", (document["hint_calibration"],)),
         ("cards_turned.png", "cards_turned", (standard,)),
-        ("rescue_by_down.png", "rescue_by_down",
-         (dist["rescue_by_down_at_stop"], _plotted_rescues(document["cells"]))),
+        (
+            "rescue_by_down.png",
+            "rescue_by_down",
+            (dist["rescue_by_down_at_stop"], _plotted_rescues(document["cells"])),
+        ),
         ("restarts.png", "restarts", (dist["restarts"],)),
     ]
     return [job for job in jobs if job[2][0] is not None]
@@ -284,8 +320,14 @@ def _plotted_rescues(cells: list[dict]) -> list[str]:
     """Cells of one rescue variant (watch if present), face down, counts-only strategies."""
     for variant in rules.RESCUE_VARIANTS:
         for finale in rules.FINALES:
-            chosen = [c["label"] for c in cells if c["variant"] == variant and c["finale"] == finale
-                      and c["strategy"] in rules.COUNT_STRATEGIES and c["depth"] in (None, "bottom")]
+            chosen = [
+                c["label"]
+                for c in cells
+                if c["variant"] == variant
+                and c["finale"] == finale
+                and c["strategy"] in rules.COUNT_STRATEGIES
+                and c["depth"] in (None, "bottom")
+            ]
             orders = [c["order"] for c in cells if c["label"] in chosen]
             if chosen:
                 first = "round-robin" if "round-robin" in orders else orders[0]

@@ -72,8 +72,13 @@ class CellFigure:
 
 
 def cell_of(row: dict, prefix: str = "") -> Cell:
-    return _cell(row[f"{prefix}variant"], row[f"{prefix}strategy"], row[f"{prefix}finale"],
-                 row[f"{prefix}order"], row[f"{prefix}depth"])
+    return _cell(
+        row[f"{prefix}variant"],
+        row[f"{prefix}strategy"],
+        row[f"{prefix}finale"],
+        row[f"{prefix}order"],
+        row[f"{prefix}depth"],
+    )
 
 
 @cache
@@ -94,16 +99,20 @@ def _label_filter(cell: Cell, prefix: str = "") -> pl.Expr:
 class Figures:
     """Every figure of the report, computed from the summed summary tables."""
 
-    def __init__(self, loaded: Loaded, replay: claim_rules.Replay | None = None, replay_note: str = ""):
+    def __init__(
+        self, loaded: Loaded, replay: claim_rules.Replay | None = None, replay_note: str = ""
+    ):
         self.loaded = loaded
         self.mode = loaded.mode
         self.tables = loaded.tables
         self.replay = replay
         self.replay_note = replay_note
         order = {cell: i for i, cell in enumerate(loaded.cells)}
-        per_cell = (self.tables["counts"]
-                    .group_by(list(summary.LABEL_COLUMNS))
-                    .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum()))
+        per_cell = (
+            self.tables["counts"]
+            .group_by(list(summary.LABEL_COLUMNS))
+            .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum())
+        )
         cells = {}
         for row in per_cell.iter_rows(named=True):
             cell = cell_of(row)
@@ -113,7 +122,8 @@ class Figures:
             z = stats.z_against(wins, n, float(exact)) if exact is not None and n else None
             cells[cell] = CellFigure(cell, n, wins, low, high, exact, z)
         self.cells: dict[Cell, CellFigure] = dict(
-            sorted(cells.items(), key=lambda item: order.get(item[0], len(order))))
+            sorted(cells.items(), key=lambda item: order.get(item[0], len(order)))
+        )
         self._pairs = {}
         for row in self.tables["pairs"].iter_rows(named=True):
             a, b = cell_of(row, "a_"), cell_of(row, "b_")
@@ -136,16 +146,26 @@ class Figures:
         facts = self.tables["facts"]
         if facts.is_empty():
             return None
-        cells = sorted({cell_of(row) for row in facts.select(summary.LABEL_COLUMNS).unique().iter_rows(named=True)},
-                       key=lambda c: (rules.ORDERS.index(c.order), rules.FINALES.index(c.finale)))
+        cells = sorted(
+            {
+                cell_of(row)
+                for row in facts.select(summary.LABEL_COLUMNS).unique().iter_rows(named=True)
+            },
+            key=lambda c: (rules.ORDERS.index(c.order), rules.FINALES.index(c.finale)),
+        )
         cell = cells[0]
-        rows = facts.filter(_label_filter(cell)).sort("won", "kings_at_bottom", "unvisited_at_third_king")
-        return cell, [(r["won"], r["kings_at_bottom"], r["unvisited_at_third_king"], r["n"])
-                      for r in rows.iter_rows(named=True)]
+        rows = facts.filter(_label_filter(cell)).sort(
+            "won", "kings_at_bottom", "unvisited_at_third_king"
+        )
+        return cell, [
+            (r["won"], r["kings_at_bottom"], r["unvisited_at_third_king"], r["n"])
+            for r in rows.iter_rows(named=True)
+        ]
 
     def near_misses(self, cell: Cell, low: int, high: int) -> tuple[int, int]:
         frame = self.tables["counts"].filter(
-            _label_filter(cell) & pl.col("down_at_stop").is_between(low, high))
+            _label_filter(cell) & pl.col("down_at_stop").is_between(low, high)
+        )
         n = int(frame["n"].sum())
         wins = int(frame.filter(pl.col("won"))["n"].sum())
         return n, wins
@@ -157,15 +177,24 @@ class Figures:
     def won_turned(self, cells: list[Cell]) -> tuple[int, int]:
         frame = self.tables["turned"].filter(pl.col("won"))
         frame = frame.filter(pl.any_horizontal([_label_filter(c) for c in cells]))
-        return int(frame["n"].sum()), int(frame.filter(pl.col("cards_turned") == rules.N_CARDS)["n"].sum())
+        return int(frame["n"].sum()), int(
+            frame.filter(pl.col("cards_turned") == rules.N_CARDS)["n"].sum()
+        )
 
     def rescue_win_turned(self) -> list[str]:
-        frame = (self.tables["turned"]
-                 .filter(pl.col("won") & pl.col("variant").cast(pl.String).is_in(list(rules.RESCUE_VARIANTS)))
-                 .group_by("variant", "cards_turned").agg(pl.col("n").sum())
-                 .sort("variant", "cards_turned"))
-        return [f"{row['variant']} {row['n']:,} wins at {row['cards_turned']} cards"
-                for row in frame.iter_rows(named=True)]
+        frame = (
+            self.tables["turned"]
+            .filter(
+                pl.col("won") & pl.col("variant").cast(pl.String).is_in(list(rules.RESCUE_VARIANTS))
+            )
+            .group_by("variant", "cards_turned")
+            .agg(pl.col("n").sum())
+            .sort("variant", "cards_turned")
+        )
+        return [
+            f"{row['variant']} {row['n']:,} wins at {row['cards_turned']} cards"
+            for row in frame.iter_rows(named=True)
+        ]
 
     def play_out_deaths(self, cells: list[Cell]) -> tuple[int, int, int]:
         frame = self.tables["counts"].filter(pl.any_horizontal([_label_filter(c) for c in cells]))
@@ -182,33 +211,37 @@ class Figures:
     def comparisons(self) -> list[dict]:
         """Paired differences: strategies under one variant, and the rules' other axes."""
         out = []
-        for (a, b) in self._pairs:
+        for a, b in self._pairs:
             kind = comparison_kind(a, b)
             if kind is None:
                 continue
             if kind == "foresight" and a.strategy != "informed":
                 a, b = b, a
             paired = self.paired(a, b)
-            out.append({
-                "kind": kind,
-                "a": a.label,
-                "b": b.label,
-                "variant": a.variant if a.variant == b.variant else f"{a.variant} vs {b.variant}",
-                "a_strategy": a.strategy,
-                "b_strategy": b.strategy,
-                "finale": a.finale if a.finale == b.finale else f"{a.finale} vs {b.finale}",
-                "order": a.order if a.order == b.order else f"{a.order} vs {b.order}",
-                "depth": a.depth if a.depth == b.depth else f"{a.depth} vs {b.depth}",
-                "n": paired.n,
-                "a_rate": paired.a_rate,
-                "b_rate": paired.b_rate,
-                "difference": paired.difference,
-                "ci_low": paired.low,
-                "ci_high": paired.high,
-                "a_only": paired.a_only,
-                "b_only": paired.b_only,
-                "mcnemar_p": paired.p_value,
-            })
+            out.append(
+                {
+                    "kind": kind,
+                    "a": a.label,
+                    "b": b.label,
+                    "variant": a.variant
+                    if a.variant == b.variant
+                    else f"{a.variant} vs {b.variant}",
+                    "a_strategy": a.strategy,
+                    "b_strategy": b.strategy,
+                    "finale": a.finale if a.finale == b.finale else f"{a.finale} vs {b.finale}",
+                    "order": a.order if a.order == b.order else f"{a.order} vs {b.order}",
+                    "depth": a.depth if a.depth == b.depth else f"{a.depth} vs {b.depth}",
+                    "n": paired.n,
+                    "a_rate": paired.a_rate,
+                    "b_rate": paired.b_rate,
+                    "difference": paired.difference,
+                    "ci_low": paired.low,
+                    "ci_high": paired.high,
+                    "a_only": paired.a_only,
+                    "b_only": paired.b_only,
+                    "mcnemar_p": paired.p_value,
+                }
+            )
         kinds = ("strategy", "foresight", "order", "finale", "rescue_vs_standard")
         order = {cell.label: i for i, cell in enumerate(self.cells)}
         out.sort(key=lambda r: (kinds.index(r["kind"]), order.get(r["a"], 0), order.get(r["b"], 0)))
@@ -219,16 +252,29 @@ class Figures:
         groups: dict[tuple, list[Cell]] = {}
         for cell in self.cells:
             if cell.strategy and cell.strategy not in rules.PEEKING_STRATEGIES:
-                groups.setdefault((cell.variant, cell.finale, cell.order, cell.depth), []).append(cell)
+                groups.setdefault((cell.variant, cell.finale, cell.order, cell.depth), []).append(
+                    cell
+                )
         out = []
         for (variant, finale, order, depth), cells in groups.items():
             ranked = sorted(cells, key=lambda c: self.cells[c].rate, reverse=True)
             best = ranked[0]
-            record = {"variant": variant, "finale": finale, "order": order, "depth": depth,
-                      "best": best.strategy, "win_rate": self.cells[best].rate,
-                      "ci_low": self.cells[best].low, "ci_high": self.cells[best].high,
-                      "runner_up": None, "margin": None, "margin_low": None, "margin_high": None,
-                      "mcnemar_p": None, "oracle": None}
+            record = {
+                "variant": variant,
+                "finale": finale,
+                "order": order,
+                "depth": depth,
+                "best": best.strategy,
+                "win_rate": self.cells[best].rate,
+                "ci_low": self.cells[best].low,
+                "ci_high": self.cells[best].high,
+                "runner_up": None,
+                "margin": None,
+                "margin_low": None,
+                "margin_high": None,
+                "mcnemar_p": None,
+                "oracle": None,
+            }
             oracle = Cell(variant, "oracle", finale, order, depth)
             if oracle in self.cells:
                 record["oracle"] = self.cells[oracle].rate
@@ -236,8 +282,12 @@ class Figures:
                 paired = self.paired(best, ranked[1])
                 record.update(runner_up=ranked[1].strategy)
                 if paired is not None:
-                    record.update(margin=paired.difference, margin_low=paired.low,
-                                  margin_high=paired.high, mcnemar_p=paired.p_value)
+                    record.update(
+                        margin=paired.difference,
+                        margin_low=paired.low,
+                        margin_high=paired.high,
+                        mcnemar_p=paired.p_value,
+                    )
             record["line"] = best_line(record)
             out.append(record)
         return out
@@ -249,17 +299,36 @@ class Figures:
         for cell in self.cells:
             if cell.variant != "standard":
                 continue
-            frame = (self.tables["turned"].filter(_label_filter(cell))
-                     .group_by("cards_turned").agg(pl.col("n").sum()))
+            frame = (
+                self.tables["turned"]
+                .filter(_label_filter(cell))
+                .group_by("cards_turned")
+                .agg(pl.col("n").sum())
+            )
             observed = {int(r["cards_turned"]): int(r["n"]) for r in frame.iter_rows(named=True)}
             fit = stats.chisquare_gof(observed, {t: float(p) for t, p in law.items()})
             total = sum(observed.values())
-            rows = [{"cards_turned": t, "observed": observed.get(t, 0),
-                     "observed_share": observed.get(t, 0) / total if total else 0.0,
-                     "exact": float(law.get(t, 0))} for t in range(1, rules.N_CARDS + 1)
-                    if t in law or t in observed]
-            out.append({"cell": cell.label, "n": total, "chi2": fit.statistic, "dof": fit.dof,
-                        "p_value": fit.p_value, "bins": len(fit.bins), "rows": rows})
+            rows = [
+                {
+                    "cards_turned": t,
+                    "observed": observed.get(t, 0),
+                    "observed_share": observed.get(t, 0) / total if total else 0.0,
+                    "exact": float(law.get(t, 0)),
+                }
+                for t in range(1, rules.N_CARDS + 1)
+                if t in law or t in observed
+            ]
+            out.append(
+                {
+                    "cell": cell.label,
+                    "n": total,
+                    "chi2": fit.statistic,
+                    "dof": fit.dof,
+                    "p_value": fit.p_value,
+                    "bins": len(fit.bins),
+                    "rows": rows,
+                }
+            )
         return out
 
     def down_at_stop(self) -> list[dict]:
@@ -271,16 +340,34 @@ class Figures:
             if cell.order in seen_orders:
                 continue
             seen_orders.add(cell.order)
-            frame = (self.tables["counts"].filter(_label_filter(cell))
-                     .group_by("down_at_stop").agg(pl.col("n").sum()))
+            frame = (
+                self.tables["counts"]
+                .filter(_label_filter(cell))
+                .group_by("down_at_stop")
+                .agg(pl.col("n").sum())
+            )
             observed = {int(r["down_at_stop"]): int(r["n"]) for r in frame.iter_rows(named=True)}
             fit = stats.chisquare_gof(observed, {u: float(p) for u, p in law.items()})
             total = sum(observed.values())
-            out.append({"order": cell.order, "cell": cell.label, "n": total, "chi2": fit.statistic,
-                        "dof": fit.dof, "p_value": fit.p_value,
-                        "rows": [{"down_at_stop": u, "observed": observed.get(u, 0),
-                                  "observed_share": observed.get(u, 0) / total if total else 0.0,
-                                  "exact": float(law[u])} for u in sorted(law)]})
+            out.append(
+                {
+                    "order": cell.order,
+                    "cell": cell.label,
+                    "n": total,
+                    "chi2": fit.statistic,
+                    "dof": fit.dof,
+                    "p_value": fit.p_value,
+                    "rows": [
+                        {
+                            "down_at_stop": u,
+                            "observed": observed.get(u, 0),
+                            "observed_share": observed.get(u, 0) / total if total else 0.0,
+                            "exact": float(law[u]),
+                        }
+                        for u in sorted(law)
+                    ],
+                }
+            )
         return out
 
     def restarts(self) -> list[dict]:
@@ -288,26 +375,49 @@ class Figures:
         for cell in self.cells:
             if cell.variant != "play_out":
                 continue
-            frame = (self.tables["counts"].filter(_label_filter(cell))
-                     .group_by("restarts").agg(pl.col("n").sum(),
-                                               stray=(pl.col("stray_deaths").cast(pl.Int64) * pl.col("n")).sum())
-                     .sort("restarts"))
-            rows = [{"restarts": int(r["restarts"]), "n": int(r["n"]), "stray_deaths": int(r["stray"] or 0)}
-                    for r in frame.iter_rows(named=True)]
+            frame = (
+                self.tables["counts"]
+                .filter(_label_filter(cell))
+                .group_by("restarts")
+                .agg(
+                    pl.col("n").sum(),
+                    stray=(pl.col("stray_deaths").cast(pl.Int64) * pl.col("n")).sum(),
+                )
+                .sort("restarts")
+            )
+            rows = [
+                {
+                    "restarts": int(r["restarts"]),
+                    "n": int(r["n"]),
+                    "stray_deaths": int(r["stray"] or 0),
+                }
+                for r in frame.iter_rows(named=True)
+            ]
             total = sum(r["n"] for r in rows)
             mean = sum(r["restarts"] * r["n"] for r in rows) / total if total else math.nan
-            out.append({"cell": cell.label, "n": total, "mean_restarts": mean,
-                        "later_deaths": sum(r["restarts"] * r["n"] for r in rows),
-                        "stray_deaths": sum(r["stray_deaths"] for r in rows), "rows": rows})
+            out.append(
+                {
+                    "cell": cell.label,
+                    "n": total,
+                    "mean_restarts": mean,
+                    "later_deaths": sum(r["restarts"] * r["n"] for r in rows),
+                    "stray_deaths": sum(r["stray_deaths"] for r in rows),
+                    "rows": rows,
+                }
+            )
         return out
 
     def rescue_by_down(self) -> list[dict]:
         """Rescue win rate by cards face down at the first death, with the exact value where known."""
-        frame = (self.tables["counts"]
-                 .filter(pl.col("variant").cast(pl.String).is_in(list(rules.RESCUE_VARIANTS))
-                         & (pl.col("down_at_stop") > 0))
-                 .group_by(*summary.LABEL_COLUMNS, "down_at_stop")
-                 .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum()))
+        frame = (
+            self.tables["counts"]
+            .filter(
+                pl.col("variant").cast(pl.String).is_in(list(rules.RESCUE_VARIANTS))
+                & (pl.col("down_at_stop") > 0)
+            )
+            .group_by(*summary.LABEL_COLUMNS, "down_at_stop")
+            .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum())
+        )
         out = []
         rows = list(frame.iter_rows(named=True))
         lows, highs = stats.wilson_arrays([r["wins"] or 0 for r in rows], [r["n"] for r in rows])
@@ -317,9 +427,18 @@ class Figures:
             exact = None
             if exact_win_of(cell) is not None and cell.strategy in rules.COUNT_STRATEGIES:
                 exact = float(rescue_win_given_down(cell.strategy, down))
-            out.append({"cell": cell.label, "down_at_stop": down, "n": n, "wins": wins,
-                        "win_rate": wins / n, "ci_low": float(low), "ci_high": float(high),
-                        "exact": exact})
+            out.append(
+                {
+                    "cell": cell.label,
+                    "down_at_stop": down,
+                    "n": n,
+                    "wins": wins,
+                    "win_rate": wins / n,
+                    "ci_low": float(low),
+                    "ci_high": float(high),
+                    "exact": exact,
+                }
+            )
         order = {cell.label: i for i, cell in enumerate(self.cells)}
         out.sort(key=lambda r: (order.get(r["cell"], 0), r["down_at_stop"]))
         return out
@@ -329,15 +448,19 @@ class Figures:
 
         The hint is the chance given what the player sees, so `oracle`, which peeks, is left out.
         """
-        frame = (self.tables["counts"].filter(pl.col("hint").is_not_null())
-                 .group_by(*summary.LABEL_COLUMNS, "hint")
-                 .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum()))
+        frame = (
+            self.tables["counts"]
+            .filter(pl.col("hint").is_not_null())
+            .group_by(*summary.LABEL_COLUMNS, "hint")
+            .agg(n=pl.col("n").sum(), wins=pl.col("n").filter(pl.col("won")).sum())
+        )
         per_cell: dict[Cell, list[tuple[float, int, int]]] = {}
         for row in frame.iter_rows(named=True):
             if row["strategy"] in rules.PEEKING_STRATEGIES:
                 continue  # oracle peeks, so the player's chance does not describe its picks
             per_cell.setdefault(cell_of(row), []).append(
-                (float(row["hint"]), int(row["n"]), int(row["wins"] or 0)))
+                (float(row["hint"]), int(row["n"]), int(row["wins"] or 0))
+            )
         out = []
         for cell in self.cells:
             if cell not in per_cell:
@@ -347,17 +470,34 @@ class Figures:
             rows = []
             for b in range(bins):
                 lo, hi = b / bins, (b + 1) / bins
-                inside = [(p, n, w) for p, n, w in groups if lo <= p < hi or (b == bins - 1 and p == 1.0)]
+                inside = [
+                    (p, n, w) for p, n, w in groups if lo <= p < hi or (b == bins - 1 and p == 1.0)
+                ]
                 n = sum(g[1] for g in inside)
                 if not n:
                     continue
                 wins = sum(g[2] for g in inside)
                 predicted = sum(p * m for p, m, _ in inside) / n
                 low, high = stats.wilson(wins, n)
-                rows.append({"bin": f"{lo:.1f}-{hi:.1f}", "n": n, "predicted": predicted,
-                             "observed": wins / n, "ci_low": low, "ci_high": high})
-            out.append({"cell": cell.label, "chi2": statistic, "dof": dof, "p_value": p_value,
-                        "rows": rows})
+                rows.append(
+                    {
+                        "bin": f"{lo:.1f}-{hi:.1f}",
+                        "n": n,
+                        "predicted": predicted,
+                        "observed": wins / n,
+                        "ci_low": low,
+                        "ci_high": high,
+                    }
+                )
+            out.append(
+                {
+                    "cell": cell.label,
+                    "chi2": statistic,
+                    "dof": dof,
+                    "p_value": p_value,
+                    "rows": rows,
+                }
+            )
         return out
 
 
@@ -375,20 +515,28 @@ def comparison_kind(a: Cell, b: Cell) -> str | None:
         informed, other = (a, b) if a.strategy == "informed" else (b, a)
         if informed.finale == "up" and other.strategy in rules.COUNT_STRATEGIES:
             return "foresight"
-    if a.order == b.order and a.finale == b.finale and {a.variant, b.variant} & {"standard"} \
-            and (a.has_rescue or b.has_rescue):
+    if (
+        a.order == b.order
+        and a.finale == b.finale
+        and {a.variant, b.variant} & {"standard"}
+        and (a.has_rescue or b.has_rescue)
+    ):
         return "rescue_vs_standard"
     return None
 
 
 def best_line(record: dict) -> str:
-    where = (f"{record['variant']}{' depth=' + record['depth'] if record['depth'] else ''} "
-             f"(finale {record['finale']}, {record['order']})")
+    where = (
+        f"{record['variant']}{' depth=' + record['depth'] if record['depth'] else ''} "
+        f"(finale {record['finale']}, {record['order']})"
+    )
     line = f"{where}: {record['best']} is best at {claim_rules.pct(record['win_rate'])}"
     if record["runner_up"] and record["margin"] is not None:
-        line += (f", {claim_rules.points(record['margin'])} over {record['runner_up']} "
-                 f"(95% CI {100 * record['margin_low']:+.2f} to {100 * record['margin_high']:+.2f}, "
-                 f"McNemar p {stats.p_text(record['mcnemar_p'], 2)})")
+        line += (
+            f", {claim_rules.points(record['margin'])} over {record['runner_up']} "
+            f"(95% CI {100 * record['margin_low']:+.2f} to {100 * record['margin_high']:+.2f}, "
+            f"McNemar p {stats.p_text(record['mcnemar_p'], 2)})"
+        )
     if record["oracle"] is not None:
         line += f"; oracle (peeks, not a way to play) {claim_rules.pct(record['oracle'])}"
     return line
@@ -409,15 +557,19 @@ def plan_replay(run: RunRecord, entries: list[ShardEntry], count: int) -> tuple[
         return None, "no replay (--replay 0)"
     scheme = run.deal_scheme
     if scheme != deals.SCHEME_VERSION:
-        return None, (f"no replay: the sweep used deal scheme {scheme!r}, this code has "
-                      f"{deals.SCHEME_VERSION!r}, so its layouts cannot be rebuilt here")
+        return None, (
+            f"no replay: the sweep used deal scheme {scheme!r}, this code has "
+            f"{deals.SCHEME_VERSION!r}, so its layouts cannot be rebuilt here"
+        )
     seed = run.config.get("seed")
     if seed is None or not entries:
         return None, "no replay: run.json names no seed, or no shard is committed"
     cells = run_cells(run)
     standard = [c for c in cells if c.variant == "standard"]
-    order = next((c.order for c in standard if c.order == "round-robin"),
-                 standard[0].order if standard else "round-robin")
+    order = next(
+        (c.order for c in standard if c.order == "round-robin"),
+        standard[0].order if standard else "round-robin",
+    )
     ordered = sorted(entries, key=lambda e: e.first)
     first = end = ordered[0].first
     for entry in ordered:
@@ -429,9 +581,16 @@ def plan_replay(run: RunRecord, entries: list[ShardEntry], count: int) -> tuple[
 
 def check_replay(replay: claim_rules.Replay, loaded: Loaded) -> None:
     """Compare the replay's wins with the sweep's own records of the same deals (per-deal mode)."""
-    recorded = next((won for cell, (start, won) in sorted(loaded.head_won.items(),
-                                                          key=lambda item: item[0].variant != "standard")
-                     if cell.order == replay.order and start == replay.first), None)
+    recorded = next(
+        (
+            won
+            for cell, (start, won) in sorted(
+                loaded.head_won.items(), key=lambda item: item[0].variant != "standard"
+            )
+            if cell.order == replay.order and start == replay.first
+        ),
+        None,
+    )
     if recorded is not None:
         checked = min(len(recorded), replay.count)
         replay.checked = checked

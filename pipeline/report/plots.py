@@ -35,13 +35,20 @@ def warm_up() -> None:
     _png(fig)
 
 
-def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.55,
-            top: float = 0.4, right: float = 0.15):
+def _figure(
+    width: float,
+    height: float,
+    left: float = 0.75,
+    bottom: float = 0.55,
+    top: float = 0.4,
+    right: float = 0.15,
+):
     """A one-panel figure with fixed margins, in inches. A constrained layout finds about the
     same margins, but searching for them is a large part of the drawing time."""
     fig, ax = _pyplot().subplots(figsize=(width, height))
-    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
-                        top=1 - top / height)
+    fig.subplots_adjust(
+        left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height
+    )
     return fig, ax
 
 
@@ -68,7 +75,7 @@ def win_rates(cells: list[dict]) -> bytes | None:
     """
     groups = []
     for variant in rules.VARIANTS:
-        for depth in (rules.DEPTHS if variant == "exchange" else (None,)):
+        for depth in rules.DEPTHS if variant == "exchange" else (None,):
             rows = [c for c in cells if c["variant"] == variant and c["depth"] == depth]
             if rows:
                 names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)]
@@ -78,34 +85,70 @@ def win_rates(cells: list[dict]) -> bytes | None:
     slots = sum(len(names) for _, _, names in groups) + len(groups) - 1  # a gap between groups
     width = max(5.0, 0.5 * slots + 1.2)
     fig, ax = _figure(width, 4.8, left=0.75, bottom=4.8 * 0.26, top=4.8 * 0.12)
-    series = sorted({(c["finale"], c["order"]) for c in cells},
-                    key=lambda s: (rules.FINALES.index(s[0]), rules.ORDERS.index(s[1])))
+    series = sorted(
+        {(c["finale"], c["order"]) for c in cells},
+        key=lambda s: (rules.FINALES.index(s[0]), rules.ORDERS.index(s[1])),
+    )
     ticks, tick_labels, start = [], [], 0
     for title, rows, names in groups:
         for k, (finale, order) in enumerate(series):
             offset = (k - (len(series) - 1) / 2) * 0.15
-            picked = [(start + i, r) for i, strategy in enumerate(names) for r in rows
-                      if r["strategy"] == strategy and r["finale"] == finale and r["order"] == order]
+            picked = [
+                (start + i, r)
+                for i, strategy in enumerate(names)
+                for r in rows
+                if r["strategy"] == strategy and r["finale"] == finale and r["order"] == order
+            ]
             if not picked:
                 continue
             xs = [x + offset for x, _ in picked]
             # Interval lines and markers drawn as two artists (errorbar makes four per series,
             # and a report can hold a hundred cells).
             colour = COLOURS.get(finale, "k")
-            ax.vlines(xs, [r["ci_low"] for _, r in picked], [r["ci_high"] for _, r in picked],
-                      color=colour, lw=1)
-            ax.plot(xs, [r["win_rate"] for _, r in picked], ls="none",
-                    marker=MARKERS.get(order, "o"), ms=4, color=colour,
-                    label=f"finale {finale}, {order}")
-            exact = [(x, r["exact_value"]) for x, (_, r) in zip(xs, picked) if r["exact_value"] is not None]
+            ax.vlines(
+                xs,
+                [r["ci_low"] for _, r in picked],
+                [r["ci_high"] for _, r in picked],
+                color=colour,
+                lw=1,
+            )
+            ax.plot(
+                xs,
+                [r["win_rate"] for _, r in picked],
+                ls="none",
+                marker=MARKERS.get(order, "o"),
+                ms=4,
+                color=colour,
+                label=f"finale {finale}, {order}",
+            )
+            exact = [
+                (x, r["exact_value"])
+                for x, (_, r) in zip(xs, picked)
+                if r["exact_value"] is not None
+            ]
             if exact:
-                ax.plot([x for x, _ in exact], [y for _, y in exact], ls="none", marker="_",
-                        ms=9, mew=1.5, color="k", zorder=3)
+                ax.plot(
+                    [x for x, _ in exact],
+                    [y for _, y in exact],
+                    ls="none",
+                    marker="_",
+                    ms=9,
+                    mew=1.5,
+                    color="k",
+                    zorder=3,
+                )
         ticks += range(start, start + len(names))
         tick_labels += [s or "-" for s in names]
         middle = start + (len(names) - 1) / 2
-        ax.text(middle, 1.01, title, transform=ax.get_xaxis_transform(), ha="center",
-                va="bottom", fontsize=9)
+        ax.text(
+            middle,
+            1.01,
+            title,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
         if start:
             ax.axvline(start - 1, color="grey", lw=0.6)
         start += len(names) + 1
@@ -121,8 +164,9 @@ def win_rates(cells: list[dict]) -> bytes | None:
             handles.append(h)
             labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
-                   frameon=False)
+        fig.legend(
+            handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False
+        )
     fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
     return _png(fig)
 
@@ -142,16 +186,25 @@ def cards_turned(distribution: dict) -> bytes | None:
     ax.plot(xs, [r["exact"] for r in rows], color="k", lw=1.2, label="exact: C(t-1,3)/C(52,4)")
     ax.set_xlabel("cards turned (standard play)")
     ax.set_ylabel("share of deals")
-    _title(ax, f"{distribution['cell']}: chi-square {distribution['chi2']:.1f} on "
-                 f"{distribution['dof']} df, p {p_text(distribution['p_value'])}", fontsize=9)
+    _title(
+        ax,
+        f"{distribution['cell']}: chi-square {distribution['chi2']:.1f} on "
+        f"{distribution['dof']} df, p {p_text(distribution['p_value'])}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     return _png(fig)
 
 
 def hint_calibration(calibration: list[dict]) -> bytes | None:
     """Predicted chance (binned) against observed win rate, one line per rescue cell."""
-    rows = [c for c in calibration if c["rows"] and "finale=down" in c["cell"]
-            and c["cell"].split()[0] in ("watch", "exchange")] or [c for c in calibration if c["rows"]]
+    rows = [
+        c
+        for c in calibration
+        if c["rows"]
+        and "finale=down" in c["cell"]
+        and c["cell"].split()[0] in ("watch", "exchange")
+    ] or [c for c in calibration if c["rows"]]
     if not rows:
         return None
     plt = _pyplot()
@@ -162,15 +215,25 @@ def hint_calibration(calibration: list[dict]) -> bytes | None:
         xs = [r["predicted"] for r in cell["rows"]]
         ys = [r["observed"] for r in cell["rows"]]
         colour = cmap(k % 10)
-        ax.vlines(xs, [r["ci_low"] for r in cell["rows"]], [r["ci_high"] for r in cell["rows"]],
-                  color=colour, lw=0.8)  # as in `win_rates`: fewer artists than errorbar
+        ax.vlines(
+            xs,
+            [r["ci_low"] for r in cell["rows"]],
+            [r["ci_high"] for r in cell["rows"]],
+            color=colour,
+            lw=0.8,
+        )  # as in `win_rates`: fewer artists than errorbar
         ax.plot(xs, ys, "o-", ms=3, lw=0.8, color=colour, label=cell["cell"])
     ax.set_xlabel("hint's chance (mean over the bin)")
     ax.set_ylabel("observed win rate (95% interval)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    _title(ax, "Hint calibration (face-down finales)" if "finale=down" in rows[0]["cell"]
-                 else "Hint calibration", fontsize=10)
+    _title(
+        ax,
+        "Hint calibration (face-down finales)"
+        if "finale=down" in rows[0]["cell"]
+        else "Hint calibration",
+        fontsize=10,
+    )
     ax.legend(fontsize=6, loc="upper left")
     return _png(fig)
 

@@ -64,8 +64,10 @@ class Loaded:
 
 def run_cells(run: RunRecord) -> list[Cell]:
     try:
-        return [Cell(c["variant"], c.get("strategy"), c["finale"], c["order"], c.get("depth"))
-                for c in run.cells]
+        return [
+            Cell(c["variant"], c.get("strategy"), c["finale"], c["order"], c.get("depth"))
+            for c in run.cells
+        ]
     except (KeyError, TypeError, rules.RuleError) as error:
         raise ReportError(f"run.json: its cells are not cells of the rules ({error})") from None
 
@@ -121,14 +123,24 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
                 problems_found = [problem for problem, _ in outcome]
                 entries = [e for e, (problem, _) in zip(committed, outcome) if not problem]
                 results_read = [result for problem, result in outcome if not problem]
-        problems = [problem if index is None else f"shard {index} not read: {problem}"
-                    for index, problem in results.problems if index not in results.entries]
-        problems += [f"shard {index}: {problem}" for index, problem in results.problems
-                     if index in results.entries]  # listed twice, identically: read once
-        problems += [f"shard {e.index} not read: {p}" for e, p in zip(committed, problems_found) if p]
+        problems = [
+            problem if index is None else f"shard {index} not read: {problem}"
+            for index, problem in results.problems
+            if index not in results.entries
+        ]
+        problems += [
+            f"shard {index}: {problem}"
+            for index, problem in results.problems
+            if index in results.entries
+        ]  # listed twice, identically: read once
+        problems += [
+            f"shard {e.index} not read: {p}" for e, p in zip(committed, problems_found) if p
+        ]
         if not entries:
-            raise ReportError(f"{where}: no committed shard verifies, nothing to report"
-                              + (f" ({problems[0]})" if problems else ""))
+            raise ReportError(
+                f"{where}: no committed shard verifies, nothing to report"
+                + (f" ({problems[0]})" if problems else "")
+            )
         if mode == "summary":
             tables = _summed_summary(location, entries)
         else:
@@ -137,8 +149,10 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     except (OSError, pl.exceptions.PolarsError) as error:
         # The files changed under the report (a run started over there, or a disk failed).
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ReportError(f"{where}: the results changed or failed while being read "
-                          f"({first_line}); rerun the report once no run is writing there") from None
+        raise ReportError(
+            f"{where}: the results changed or failed while being read "
+            f"({first_line}); rerun the report once no run is writing there"
+        ) from None
     return Loaded(where, location, run, mode, cells, entries, problems, tables, head_won)
 
 
@@ -150,12 +164,12 @@ def _group_columns(table: str) -> list[str]:
 def _sum_frames(table: str, frame: pl.LazyFrame) -> pl.DataFrame:
     group = _group_columns(table)
     counts = list(summary.TABLES[table][1])
-    return (frame.group_by(group).agg(pl.col(counts).sum())
-            .sort(group, nulls_last=False).collect())
+    return frame.group_by(group).agg(pl.col(counts).sum()).sort(group, nulls_last=False).collect()
 
 
-def _summed_summary(location: location.Location, entries: list[dict],
-                    names=tuple(summary.TABLES)) -> dict[str, pl.DataFrame]:
+def _summed_summary(
+    location: location.Location, entries: list[dict], names=tuple(summary.TABLES)
+) -> dict[str, pl.DataFrame]:
     """Summary tables ``names`` summed over the shards' files of them."""
     tables = {}
     for table in names:
@@ -201,8 +215,10 @@ def _label_codes(column: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray]:
     indices = column.indices
     if column.null_count:
         indices = pc.fill_null(indices, len(dictionary))
-    return (indices.to_numpy(zero_copy_only=False),
-            np.array([names.index(v) for v in dictionary] + [len(names)]))
+    return (
+        indices.to_numpy(zero_copy_only=False),
+        np.array([names.index(v) for v in dictionary] + [len(names)]),
+    )
 
 
 def _batch_runs(batch, cell_lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -213,8 +229,9 @@ def _batch_runs(batch, cell_lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     """
     n = batch.num_rows
     labels = [(name, *_label_codes(batch.column(name), name)) for name in summary.LABEL_COLUMNS]
-    change = np.unique(np.concatenate(
-        [np.flatnonzero(index[1:] != index[:-1]) + 1 for _, index, _ in labels]))
+    change = np.unique(
+        np.concatenate([np.flatnonzero(index[1:] != index[:-1]) + 1 for _, index, _ in labels])
+    )
     starts = np.concatenate(([0], change)).astype(np.int64)
     ends = np.concatenate((change, [n])).astype(np.int64)
     code = np.zeros(len(starts), dtype=np.int64)
@@ -229,8 +246,17 @@ def _filled(column: pa.Array, fill, dtype) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
-DEAL_COLUMNS = ["deal", *summary.LABEL_COLUMNS, "won", "cards_turned", "down_at_stop",
-                "rescue_pile", "hint", "restarts", "stray_deaths"]
+DEAL_COLUMNS = [
+    "deal",
+    *summary.LABEL_COLUMNS,
+    "won",
+    "cards_turned",
+    "down_at_stop",
+    "rescue_pile",
+    "hint",
+    "restarts",
+    "stray_deaths",
+]
 
 
 def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):

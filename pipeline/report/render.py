@@ -41,11 +41,18 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     prov = doc["provenance"]
     config = prov["config"] or {}
     image = {name: (title, png) for name, title, png in images}
-    blocks: list[tuple] = [("h1", f"Clock Patience sweep report: {config.get('name', prov['results'])}")]
-    blocks.append(("p", f"{prov['record_mode']} records, {prov['deals_read']:,} deals "
-                        f"({', '.join(prov['deal_ranges_read'])}), seed {prov['seed']}, "
-                        f"{len(doc['cells'])} cells, {prov['shards_read']} of "
-                        f"{prov['shards_planned']} planned shards read."))
+    blocks: list[tuple] = [
+        ("h1", f"Clock Patience sweep report: {config.get('name', prov['results'])}")
+    ]
+    blocks.append(
+        (
+            "p",
+            f"{prov['record_mode']} records, {prov['deals_read']:,} deals "
+            f"({', '.join(prov['deal_ranges_read'])}), seed {prov['seed']}, "
+            f"{len(doc['cells'])} cells, {prov['shards_read']} of "
+            f"{prov['shards_planned']} planned shards read.",
+        )
+    )
     blocks += _claims_blocks(doc, image)
     blocks += _best_strategies_blocks(doc, image)
     blocks += _win_rates_blocks(doc, image)
@@ -60,16 +67,36 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
 def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks: list[tuple] = []
     blocks.append(("h2", "Claims"))
-    blocks.append(("p", "Each claim of the rule pages (docs/claims.md), measured on this sweep. "
-                        "Intervals are 99.9%; the rule under each claim decides its verdict."))
-    blocks.append(("table", ["claim", "source", "verdict", "figure", "99.9% interval"],
-                   [[c["id"], claim_rules.source_text(c["seed_files"]), c["verdict"].upper(),
-                     c["figure_text"] or "-", claim_rules.interval_text(c["interval"]) or "-"]
-                    for c in doc["claims"]]))
+    blocks.append(
+        (
+            "p",
+            "Each claim of the rule pages (docs/claims.md), measured on this sweep. "
+            "Intervals are 99.9%; the rule under each claim decides its verdict.",
+        )
+    )
+    blocks.append(
+        (
+            "table",
+            ["claim", "source", "verdict", "figure", "99.9% interval"],
+            [
+                [
+                    c["id"],
+                    claim_rules.source_text(c["seed_files"]),
+                    c["verdict"].upper(),
+                    c["figure_text"] or "-",
+                    claim_rules.interval_text(c["interval"]) or "-",
+                ]
+                for c in doc["claims"]
+            ],
+        )
+    )
     for c in doc["claims"]:
-        items = [f"Claim: {c['claim']}",
-                 f"Source: {claim_rules.source_text(c['seed_files'])} ({', '.join(c['seed_files'])})",
-                 f"Rule: {c['rule']}", f"Measured on: {c['basis']}"]
+        items = [
+            f"Claim: {c['claim']}",
+            f"Source: {claim_rules.source_text(c['seed_files'])} ({', '.join(c['seed_files'])})",
+            f"Rule: {c['rule']}",
+            f"Measured on: {c['basis']}",
+        ]
         if c["exact"]:
             items.append(f"Exact value: {c['exact']}")
         if c["needs"]:
@@ -92,25 +119,60 @@ def _win_rates_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(("h2", "Win rates"))
     if "win_rates.png" in image:
         blocks.append(("img", "win_rates.png", *image["win_rates.png"]))
-    blocks.append(("table", ["cell", "n", "wins", "win rate", "95% CI", "exact", "difference", "z", "flag"],
-                   [[c["label"], fmt(c["n"]), fmt(c["wins"]), fmt(c["win_rate"], "pct"),
-                     f"{fmt(c['ci_low'], 'pct')} - {fmt(c['ci_high'], 'pct')}",
-                     (f"{c['exact']} = {fmt(c['exact_value'], 'pct')}" if c["exact"] else ""),
-                     fmt(c["difference"], "pts"), fmt(c["z"]), "|z|>4" if c["flag"] else ""]
-                    for c in doc["cells"]]))
+    blocks.append(
+        (
+            "table",
+            ["cell", "n", "wins", "win rate", "95% CI", "exact", "difference", "z", "flag"],
+            [
+                [
+                    c["label"],
+                    fmt(c["n"]),
+                    fmt(c["wins"]),
+                    fmt(c["win_rate"], "pct"),
+                    f"{fmt(c['ci_low'], 'pct')} - {fmt(c['ci_high'], 'pct')}",
+                    (f"{c['exact']} = {fmt(c['exact_value'], 'pct')}" if c["exact"] else ""),
+                    fmt(c["difference"], "pts"),
+                    fmt(c["z"]),
+                    "|z|>4" if c["flag"] else "",
+                ]
+                for c in doc["cells"]
+            ],
+        )
+    )
     return blocks
 
 
 def _comparisons_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks: list[tuple] = []
     blocks.append(("h2", "Paired comparisons"))
-    blocks.append(("p", "a minus b on the same deals, in percentage points, with the 95% interval "
-                        "and the exact McNemar p-value on the deals where they differ."))
-    blocks.append(("table", ["kind", "a", "b", "n", "a rate", "b rate", "a - b", "95% CI", "McNemar p"],
-                   [[r["kind"], r["a"], r["b"], fmt(r["n"]), fmt(r["a_rate"], "pct"),
-                     fmt(r["b_rate"], "pct"), fmt(r["difference"], "pts"),
-                     f"{fmt(r['ci_low'], 'pts')} to {fmt(r['ci_high'], 'pts')}", fmt(r["mcnemar_p"], "p")]
-                    for r in doc["comparisons"] if r["kind"] != "rescue_vs_standard"]))
+    blocks.append(
+        (
+            "p",
+            "a minus b on the same deals, in percentage points, with the 95% interval "
+            "and the exact McNemar p-value on the deals where they differ.",
+        )
+    )
+    blocks.append(
+        (
+            "table",
+            ["kind", "a", "b", "n", "a rate", "b rate", "a - b", "95% CI", "McNemar p"],
+            [
+                [
+                    r["kind"],
+                    r["a"],
+                    r["b"],
+                    fmt(r["n"]),
+                    fmt(r["a_rate"], "pct"),
+                    fmt(r["b_rate"], "pct"),
+                    fmt(r["difference"], "pts"),
+                    f"{fmt(r['ci_low'], 'pts')} to {fmt(r['ci_high'], 'pts')}",
+                    fmt(r["mcnemar_p"], "p"),
+                ]
+                for r in doc["comparisons"]
+                if r["kind"] != "rescue_vs_standard"
+            ],
+        )
+    )
     return blocks
 
 
@@ -121,19 +183,52 @@ def _distributions_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(("h3", "Cards turned in standard play"))
     if "cards_turned.png" in image:
         blocks.append(("img", "cards_turned.png", *image["cards_turned.png"]))
-    blocks.append(("table", ["cell", "deals", "chi-square", "df", "p"],
-                   [[d["cell"], fmt(d["n"]), fmt(d["chi2"]), fmt(d["dof"]), fmt(d["p_value"], "p")]
-                    for d in dist["cards_turned"]]))
+    blocks.append(
+        (
+            "table",
+            ["cell", "deals", "chi-square", "df", "p"],
+            [
+                [d["cell"], fmt(d["n"]), fmt(d["chi2"]), fmt(d["dof"]), fmt(d["p_value"], "p")]
+                for d in dist["cards_turned"]
+            ],
+        )
+    )
     blocks.append(("h3", "Cards face down at the first death"))
-    blocks.append(("table", ["order", "deals", "chi-square vs exact law", "df", "p"],
-                   [[d["order"], fmt(d["n"]), fmt(d["chi2"]), fmt(d["dof"]), fmt(d["p_value"], "p")]
-                    for d in dist["down_at_stop"]]))
+    blocks.append(
+        (
+            "table",
+            ["order", "deals", "chi-square vs exact law", "df", "p"],
+            [
+                [d["order"], fmt(d["n"]), fmt(d["chi2"]), fmt(d["dof"]), fmt(d["p_value"], "p")]
+                for d in dist["down_at_stop"]
+            ],
+        )
+    )
     blocks.append(("h3", "Play it out"))
     if "restarts.png" in image:
         blocks.append(("img", "restarts.png", *image["restarts.png"]))
-    blocks.append(("table", ["cell", "deals", "mean restarts", "later deaths", "deaths away from the predicted pile"],
-                   [[d["cell"], fmt(d["n"]), fmt(d["mean_restarts"]), fmt(d["later_deaths"]),
-                     fmt(d["stray_deaths"])] for d in dist["restarts"]]))
+    blocks.append(
+        (
+            "table",
+            [
+                "cell",
+                "deals",
+                "mean restarts",
+                "later deaths",
+                "deaths away from the predicted pile",
+            ],
+            [
+                [
+                    d["cell"],
+                    fmt(d["n"]),
+                    fmt(d["mean_restarts"]),
+                    fmt(d["later_deaths"]),
+                    fmt(d["stray_deaths"]),
+                ]
+                for d in dist["restarts"]
+            ],
+        )
+    )
     blocks.append(("h3", "Rescues by cards left at the first death"))
     if "rescue_by_down.png" in image:
         blocks.append(("img", "rescue_by_down.png", *image["rescue_by_down.png"]))
@@ -144,14 +239,26 @@ def _distributions_blocks(doc: dict, image: dict) -> list[tuple]:
 def _hint_calibration_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks: list[tuple] = []
     blocks.append(("h2", "The hint's calibration"))
-    blocks.append(("p", "With only the counts visible, rescuing at pile p wins with "
-                        "chance d_p / U. Each distinct chance is tested against its observed win rate "
-                        "(chi-square over the chances)."))
+    blocks.append(
+        (
+            "p",
+            "With only the counts visible, rescuing at pile p wins with "
+            "chance d_p / U. Each distinct chance is tested against its observed win rate "
+            "(chi-square over the chances).",
+        )
+    )
     if "hint_calibration.png" in image:
         blocks.append(("img", "hint_calibration.png", *image["hint_calibration.png"]))
-    blocks.append(("table", ["cell", "chi-square", "df", "p"],
-                   [[h["cell"], fmt(h["chi2"]), fmt(h["dof"]), fmt(h["p_value"], "p")]
-                    for h in doc["hint_calibration"]]))
+    blocks.append(
+        (
+            "table",
+            ["cell", "chi-square", "df", "p"],
+            [
+                [h["cell"], fmt(h["chi2"]), fmt(h["dof"]), fmt(h["p_value"], "p")]
+                for h in doc["hint_calibration"]
+            ],
+        )
+    )
     return blocks
 
 
@@ -160,21 +267,28 @@ def _provenance_blocks(doc: dict, image: dict) -> list[tuple]:
     prov = doc["provenance"]
     config = doc["provenance"]["config"] or {}
     blocks.append(("h2", "Provenance"))
-    runs = "; ".join(f"{r['started']} to {r['finished']} {r['status']} on {r['host']} "
-                     f"({r['cluster']}, {fmt(r['cpus'])} CPUs, {r['nodes']} node(s), clocksweep {r['clocksweep']})"
-                     for r in prov["runs"])
-    blocks.append(("list", [
-        f"results: {prov['results']}",
-        f"config: {json.dumps(config, sort_keys=True)}",
-        f"config hash: {prov['config_hash']}",
-        f"deal scheme: {prov['deal_scheme']}; result schema: {prov['result_schema']}",
-        f"deal ranges read: {', '.join(prov['deal_ranges_read'])}",
-        f"runs: {runs or 'none recorded'}",
-        f"shards read: {prov['shards_read']} ({len(prov['shard_files_read'])} files)",
-        f"shards not read: {'; '.join(prov['shards_not_read']) or 'none'}",
-        f"report: {prov['report_version']}, summary tables {prov['summary_schema']}, "
-        f"clocksweep {prov['report_code_version']}",
-    ]))
+    runs = "; ".join(
+        f"{r['started']} to {r['finished']} {r['status']} on {r['host']} "
+        f"({r['cluster']}, {fmt(r['cpus'])} CPUs, {r['nodes']} node(s), clocksweep {r['clocksweep']})"
+        for r in prov["runs"]
+    )
+    blocks.append(
+        (
+            "list",
+            [
+                f"results: {prov['results']}",
+                f"config: {json.dumps(config, sort_keys=True)}",
+                f"config hash: {prov['config_hash']}",
+                f"deal scheme: {prov['deal_scheme']}; result schema: {prov['result_schema']}",
+                f"deal ranges read: {', '.join(prov['deal_ranges_read'])}",
+                f"runs: {runs or 'none recorded'}",
+                f"shards read: {prov['shards_read']} ({len(prov['shard_files_read'])} files)",
+                f"shards not read: {'; '.join(prov['shards_not_read']) or 'none'}",
+                f"report: {prov['report_version']}, summary tables {prov['summary_schema']}, "
+                f"clocksweep {prov['report_code_version']}",
+            ],
+        )
+    )
     return blocks
 
 
@@ -218,8 +332,11 @@ img{max-width:100%}h3{margin-bottom:0.2em}.confirmed{color:#17702a;font-weight:b
 
 def to_html(blocks: list[tuple]) -> str:
     esc = html.escape
-    out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-           f"<title>{esc(blocks[0][1])}</title><style>{STYLE}</style></head><body>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{esc(blocks[0][1])}</title><style>{STYLE}</style></head><body>",
+    ]
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
@@ -227,7 +344,9 @@ def to_html(blocks: list[tuple]) -> str:
         elif kind == "p":
             out.append(f"<p>{esc(block[1])}</p>")
         elif kind == "list":
-            out.append("<ul>" + "".join(f"<li>{esc(str(item))}</li>" for item in block[1]) + "</ul>")
+            out.append(
+                "<ul>" + "".join(f"<li>{esc(str(item))}</li>" for item in block[1]) + "</ul>"
+            )
         elif kind == "table":
             headers, rows = block[1], block[2]
             head = "".join(f"<th>{esc(h)}</th>" for h in headers)
@@ -236,14 +355,24 @@ def to_html(blocks: list[tuple]) -> str:
                 cells = []
                 for value in row:
                     text = str(value)
-                    css = text.lower() if text.lower() in ("confirmed", "refuted", "inconclusive") else ""
-                    cells.append(f"<td class=\"{css}\">{esc(text)}</td>" if css else f"<td>{esc(text)}</td>")
+                    css = (
+                        text.lower()
+                        if text.lower() in ("confirmed", "refuted", "inconclusive")
+                        else ""
+                    )
+                    cells.append(
+                        f'<td class="{css}">{esc(text)}</td>' if css else f"<td>{esc(text)}</td>"
+                    )
                 body.append("<tr>" + "".join(cells) + "</tr>")
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+            out.append(
+                f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            )
         elif kind == "img":
             data = base64.b64encode(block[3]).decode("ascii")
-            out.append(f"<figure><img alt=\"{esc(block[2])}\" src=\"data:image/png;base64,{data}\">"
-                       f"<figcaption>{esc(block[2])}</figcaption></figure>")
+            out.append(
+                f'<figure><img alt="{esc(block[2])}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{esc(block[2])}</figcaption></figure>"
+            )
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -254,19 +383,27 @@ def to_html(blocks: list[tuple]) -> str:
 def terminal_summary(report: Report) -> str:
     doc = report.document
     prov = doc["provenance"]
-    lines = [f"clocksweep report: {prov['results']} ({prov['record_mode']} records, "
-             f"{prov['deals_read']:,} deals, {len(doc['cells'])} cells, "
-             f"{prov['shards_read']} shard(s) read)"]
+    lines = [
+        f"clocksweep report: {prov['results']} ({prov['record_mode']} records, "
+        f"{prov['deals_read']:,} deals, {len(doc['cells'])} cells, "
+        f"{prov['shards_read']} shard(s) read)"
+    ]
     if prov["shards_not_read"]:
-        lines.append(f"  {len(prov['shards_not_read'])} shard(s) not read: {prov['shards_not_read'][0]}")
+        lines.append(
+            f"  {len(prov['shards_not_read'])} shard(s) not read: {prov['shards_not_read'][0]}"
+        )
     flagged = [c for c in doc["cells"] if c["flag"]]
     if flagged:
-        lines.append(f"  {len(flagged)} cell(s) off their exact value by |z| > {Z_FLAG:g}: "
-                     + ", ".join(c["label"] for c in flagged[:5]))
+        lines.append(
+            f"  {len(flagged)} cell(s) off their exact value by |z| > {Z_FLAG:g}: "
+            + ", ".join(c["label"] for c in flagged[:5])
+        )
     best = [b for b in doc["best_strategies"]]
     if best:
         lines.append("best strategy per variant:")
-        primary_order = "round-robin" if any(b["order"] == "round-robin" for b in best) else best[0]["order"]
+        primary_order = (
+            "round-robin" if any(b["order"] == "round-robin" for b in best) else best[0]["order"]
+        )
         for record in best:
             if record["order"] == primary_order:
                 lines.append("  " + record["line"])

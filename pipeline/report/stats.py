@@ -1,7 +1,7 @@
 """Intervals and tests for the report, on scipy: nothing here evaluates a distribution itself.
 
 The distributions come from scipy.special (the functions scipy.stats itself evaluates), which
-imports in a third of the time; tests/test_stats.py holds every result to scipy.stats.
+imports in a third of the time; tests/report/test_stats.py holds every result to scipy.stats.
 
 - `wilson`: the Wilson score interval of a proportion, from scipy's normal quantile (the
   tests hold it to scipy's `binomtest(...).proportion_ci(method="wilson")`, which is
@@ -124,8 +124,9 @@ class Paired:
         return (self.both + self.b_only) / self.n if self.n else math.nan
 
 
-def paired_difference(both: int, a_only: int, b_only: int, neither: int,
-                      confidence: float = CONFIDENCE) -> Paired:
+def paired_difference(
+    both: int, a_only: int, b_only: int, neither: int, confidence: float = CONFIDENCE
+) -> Paired:
     """a's success rate minus b's on the same n deals, Newcombe's hybrid score interval.
 
     With p1 = (both + a_only) / n, p2 = (both + b_only) / n, (l1, u1), (l2, u2) their Wilson
@@ -181,8 +182,9 @@ class GoodnessOfFit:
     expected: list[float]
 
 
-def pool_bins(observed: Sequence[float], expected: Sequence[float],
-              min_expected: float = MIN_EXPECTED) -> tuple[list[tuple[int, int]], list, list]:
+def pool_bins(
+    observed: Sequence[float], expected: Sequence[float], min_expected: float = MIN_EXPECTED
+) -> tuple[list[tuple[int, int]], list, list]:
     """Pool neighbouring bins (by position) until every expected count is >= min_expected.
 
     Bins are merged left to right; a short remainder at the end joins the last bin.
@@ -211,8 +213,9 @@ def pool_bins(observed: Sequence[float], expected: Sequence[float],
     return bins, obs, exp
 
 
-def chisquare_gof(observed: Mapping[int, int], chances: Mapping[int, float],
-                  min_expected: float = MIN_EXPECTED) -> GoodnessOfFit:
+def chisquare_gof(
+    observed: Mapping[int, int], chances: Mapping[int, float], min_expected: float = MIN_EXPECTED
+) -> GoodnessOfFit:
     """Pearson's chi-square of observed counts by value against exact chances by value.
 
     Values are taken in increasing order over the union of both keys (an observed value the
@@ -226,8 +229,9 @@ def chisquare_gof(observed: Mapping[int, int], chances: Mapping[int, float],
     index_bins, pooled_obs, pooled_exp = pool_bins(obs, exp, min_expected)
     bins = [(values[a], values[b]) for a, b in index_bins]
     if impossible:
-        return GoodnessOfFit(math.inf, len(bins) - 1, 0.0, bins, [int(o) for o in pooled_obs],
-                             pooled_exp)
+        return GoodnessOfFit(
+            math.inf, len(bins) - 1, 0.0, bins, [int(o) for o in pooled_obs], pooled_exp
+        )
     if len(pooled_obs) < 2:
         return GoodnessOfFit(0.0, 0, 1.0, bins, [int(o) for o in pooled_obs], pooled_exp)
     # chisquare wants equal totals; the law sums to 1, so the expectations already sum to n.
@@ -238,12 +242,19 @@ def chisquare_gof(observed: Mapping[int, int], chances: Mapping[int, float],
     dof = len(pooled_obs) - 1
     # Pearson's statistic against the chi-square law on bins - 1 degrees of freedom: what
     # scipy.stats.chisquare gives (the tests hold the two equal).
-    return GoodnessOfFit(statistic, dof, float(_special().chdtrc(dof, statistic)),
-                         bins, [int(o) for o in pooled_obs], [float(e) for e in expected])
+    return GoodnessOfFit(
+        statistic,
+        dof,
+        float(_special().chdtrc(dof, statistic)),
+        bins,
+        [int(o) for o in pooled_obs],
+        [float(e) for e in expected],
+    )
 
 
-def calibration_test(groups: Sequence[tuple[float, int, int]],
-                     min_expected: float = MIN_EXPECTED) -> tuple[float, int, float]:
+def calibration_test(
+    groups: Sequence[tuple[float, int, int]], min_expected: float = MIN_EXPECTED
+) -> tuple[float, int, float]:
     """Chi-square of observed wins against predicted chances, over groups (p, n, wins).
 
     Groups with a certain chance (0 or 1) must match it exactly, else the test fails (p = 0).

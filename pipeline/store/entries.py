@@ -26,14 +26,22 @@ class FileRecord:
     sha256: str
 
     def to_json(self) -> dict:
-        return {"table": self.table, "path": self.path, "rows": self.rows, "bytes": self.bytes,
-                "sha256": self.sha256}
+        return {
+            "table": self.table,
+            "path": self.path,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
+        }
 
     @classmethod
     def from_json(cls, value) -> FileRecord:
-        if not (isinstance(value, dict)
-                and all(isinstance(value.get(key), str) for key in ("table", "path", "sha256"))
-                and is_count(value.get("rows")) and is_count(value.get("bytes"))):
+        if not (
+            isinstance(value, dict)
+            and all(isinstance(value.get(key), str) for key in ("table", "path", "sha256"))
+            and is_count(value.get("rows"))
+            and is_count(value.get("bytes"))
+        ):
             raise RecordError("one of its files is malformed")
         return cls(value["table"], value["path"], value["rows"], value["bytes"], value["sha256"])
 
@@ -64,8 +72,9 @@ class ShardEntry:
     def to_json(self) -> dict:
         out = {key: getattr(self, key) for key in self.COUNTS}
         out["files"] = [record.to_json() for record in self.files]
-        out.update((key, getattr(self, key)) for key in self.OPTIONAL
-                   if getattr(self, key) is not None)
+        out.update(
+            (key, getattr(self, key)) for key in self.OPTIONAL if getattr(self, key) is not None
+        )
         return out
 
     @classmethod
@@ -83,14 +92,22 @@ class ShardEntry:
         extra = sorted(set(value) - set(cls.COUNTS) - set(cls.OPTIONAL) - {"files"})
         if extra:
             raise RecordError(f"it has keys no clocksweep writes ({', '.join(extra)})")
-        for key, kinds in (("seconds", (int, float)), ("kernel_seconds", (int, float)),
-                           ("node", (str,)), ("node_id", (str,)), ("attempts", (int,))):
-            if value.get(key) is not None and (isinstance(value[key], bool)
-                                               or not isinstance(value[key], kinds)):
+        for key, kinds in (
+            ("seconds", (int, float)),
+            ("kernel_seconds", (int, float)),
+            ("node", (str,)),
+            ("node_id", (str,)),
+            ("attempts", (int,)),
+        ):
+            if value.get(key) is not None and (
+                isinstance(value[key], bool) or not isinstance(value[key], kinds)
+            ):
                 raise RecordError(f"its {key} is {value[key]!r}")
-        return cls(**{key: value[key] for key in cls.COUNTS},
-                   files=tuple(FileRecord.from_json(record) for record in files),
-                   **{key: value.get(key) for key in cls.OPTIONAL})
+        return cls(
+            **{key: value[key] for key in cls.COUNTS},
+            files=tuple(FileRecord.from_json(record) for record in files),
+            **{key: value.get(key) for key in cls.OPTIONAL},
+        )
 
     def files_of(self, table: str) -> list[FileRecord]:
         return [record for record in self.files if record.table == table]
@@ -112,8 +129,18 @@ class RunRecord:
     record: str | None = None
     shards: dict | None = None
 
-    ORDER = ("clocksweep", "config_hash", "config", "config_source", "deal_scheme",
-             "result_schema", "record", "cells", "shards", "runs")
+    ORDER = (
+        "clocksweep",
+        "config_hash",
+        "config",
+        "config_source",
+        "deal_scheme",
+        "result_schema",
+        "record",
+        "cells",
+        "shards",
+        "runs",
+    )
 
     @property
     def mode(self) -> str:
@@ -134,12 +161,18 @@ class RunRecord:
             raise RecordError("it has no config")
         for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
             if not is_count(config.get(key), least):
-                raise RecordError(f"config.{key} is {config.get(key)!r}, not a count of at least {least}")
+                raise RecordError(
+                    f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
+                )
         if config.get("record") not in ("deals", "summary"):
             raise RecordError(f"config.record is {config.get('record')!r}, not deals or summary")
         if not isinstance(config.get("grid"), dict):
-            raise RecordError(f"config.grid is {config.get('grid')!r}, not a table of the grid's axes")
-        if not isinstance(run.get("cells"), list) or not all(isinstance(c, dict) for c in run["cells"]):
+            raise RecordError(
+                f"config.grid is {config.get('grid')!r}, not a table of the grid's axes"
+            )
+        if not isinstance(run.get("cells"), list) or not all(
+            isinstance(c, dict) for c in run["cells"]
+        ):
             raise RecordError("it has no list of cells")
         if not isinstance(run.get("config_hash"), str):
             raise RecordError("it has no config_hash")
@@ -148,10 +181,13 @@ class RunRecord:
             raise RecordError(f"runs is {runs!r}, not a list of run records")
         for record in runs:
             ray = record.get("ray")
-            if ray is not None and not (isinstance(ray, dict)
-                                        and isinstance(ray.get("nodes", []), list)):
+            if ray is not None and not (
+                isinstance(ray, dict) and isinstance(ray.get("nodes", []), list)
+            ):
                 raise RecordError(f"a run's ray is {ray!r}, not a record of a Ray cluster")
         shards = run.get("shards", {"count": 1, "size": 1})
-        if not isinstance(shards, dict) or not all(is_count(shards.get(k), 1) for k in ("count", "size")):
+        if not isinstance(shards, dict) or not all(
+            is_count(shards.get(k), 1) for k in ("count", "size")
+        ):
             raise RecordError(f"shards is {shards!r}, not an object with a count and a size")
         return cls(**{key: run.get(key) for key in cls.ORDER if key in run})

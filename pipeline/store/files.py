@@ -34,7 +34,6 @@ ROWS_PER_GROUP = 4_000_000
 WRITE_BATCH_VALUES = 65_536
 
 
-
 # --- Parquet encoding ---------------------------------------------------------------------
 
 
@@ -119,8 +118,10 @@ class ShardFileWriter:
         final = location.full(relative)
         if location.is_local:
             # A name no other attempt at this shard can have, on this node or another.
-            self.staged = (f"{PARTIAL_DIR}/{table}/{os.path.basename(relative)}."
-                           f"{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+            self.staged = (
+                f"{PARTIAL_DIR}/{table}/{os.path.basename(relative)}."
+                f"{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+            )
             os.makedirs(os.path.dirname(location.full(self.staged)), exist_ok=True)
             raw = open(exclusive(location.full(self.staged)), "wb")
         else:
@@ -131,7 +132,9 @@ class ShardFileWriter:
 
     def write(self, table: pa.Table) -> None:
         if self.encoder is None:
-            self.encoder = pq.ParquetWriter(self.sink, table.schema, **parquet_options(table.schema))
+            self.encoder = pq.ParquetWriter(
+                self.sink, table.schema, **parquet_options(table.schema)
+            )
         self.encoder.write_table(table, row_group_size=ROWS_PER_GROUP)
         self.rows += table.num_rows
 
@@ -142,7 +145,9 @@ class ShardFileWriter:
                 dealfile,  # numba: imported where rows are written, not by readers
             )
 
-            self.encoder = dealfile.DealFileEncoder(self.sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata)
+            self.encoder = dealfile.DealFileEncoder(
+                self.sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata
+            )
         self.rows += self.encoder.write_batch(seed, first, results, cells)
 
     def commit(self) -> FileRecord:
@@ -152,8 +157,9 @@ class ShardFileWriter:
             raise ValueError(f"{self.relative}: nothing was written")
         self.encoder.close()
         self.sink.close()
-        return FileRecord(self.table, self.relative, self.rows, self.sink.size,
-                          self.sink.digest.hexdigest())
+        return FileRecord(
+            self.table, self.relative, self.rows, self.sink.size, self.sink.digest.hexdigest()
+        )
 
     def abort(self) -> None:
         try:
@@ -172,8 +178,13 @@ class ShardFileWriter:
                 pass
 
 
-def file_problem(location: Location, record: FileRecord, config_hash: str,
-                 expected_schema: pa.Schema | None = None, shard: Shard | None = None) -> str | None:
+def file_problem(
+    location: Location,
+    record: FileRecord,
+    config_hash: str,
+    expected_schema: pa.Schema | None = None,
+    shard: Shard | None = None,
+) -> str | None:
     """What is wrong with a committed file (missing, truncated, altered, foreign, or written
     for another shard than ``shard``), or None."""
     path = record.path
@@ -182,8 +193,7 @@ def file_problem(location: Location, record: FileRecord, config_hash: str,
         return f"{path}: missing" if kind == "missing" else f"{path}: {kind}, not a file"
     info = location.info(path)
     if info.size != record.bytes:
-        return (f"{path}: {info.size} bytes, the manifest says {record.bytes} "
-                "(truncated or altered)")
+        return f"{path}: {info.size} bytes, the manifest says {record.bytes} (truncated or altered)"
     try:
         with location.fs.open_input_file(location.full(path)) as file:
             metadata = pq.read_metadata(file)
@@ -192,14 +202,17 @@ def file_problem(location: Location, record: FileRecord, config_hash: str,
         return f"{path}: unreadable Parquet footer ({str(error).splitlines()[0]})"
     if metadata.num_rows != record.rows:
         return f"{path}: {metadata.num_rows} rows, the manifest says {record.rows}"
-    if expected_schema is not None and not file_schema.equals(expected_schema,
-                                                              check_metadata=False):
+    if expected_schema is not None and not file_schema.equals(
+        expected_schema, check_metadata=False
+    ):
         difference = schema_difference(file_schema, expected_schema)
         return f"{path}: schema differs from the {record.table} schema ({difference})"
     # The provenance is stored twice (the footer's key-value pairs, and the Arrow schema
     # inside them): both must be the same clocksweep record.
-    copies = [(metadata.metadata or {}).get(METADATA_KEY.encode()),
-              (file_schema.metadata or {}).get(METADATA_KEY.encode())]
+    copies = [
+        (metadata.metadata or {}).get(METADATA_KEY.encode()),
+        (file_schema.metadata or {}).get(METADATA_KEY.encode()),
+    ]
     try:
         provenance = [json.loads(copy) if copy is not None else None for copy in copies]
     except (ValueError, UnicodeDecodeError):
@@ -213,8 +226,10 @@ def file_problem(location: Location, record: FileRecord, config_hash: str,
         own = {"index": shard.index, "first": shard.first, "last": shard.last}
         if written.get("shard") != own:
             other = written.get("shard") if isinstance(written.get("shard"), dict) else {}
-            return (f"{path}: written for deals {other.get('first')}-{other.get('last')} "
-                    f"(it belongs to shard {other.get('index')}), not shard {shard.index}'s")
+            return (
+                f"{path}: written for deals {other.get('first')}-{other.get('last')} "
+                f"(it belongs to shard {other.get('index')}), not shard {shard.index}'s"
+            )
     if location.sha256(path) != record.sha256:
         return f"{path}: sha256 differs from the manifest (altered)"
     return None
@@ -229,8 +244,11 @@ def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
         for field in found
         if field.name in expected.names and not field.equals(expected.field(field.name))
     ]
-    parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-        [f"unexpected {', '.join(extra)}"] if extra else []) + changed[:3]
+    parts = (
+        ([f"missing {', '.join(missing)}"] if missing else [])
+        + ([f"unexpected {', '.join(extra)}"] if extra else [])
+        + changed[:3]
+    )
     return "; ".join(parts) or "column order"
 
 

@@ -39,8 +39,8 @@ TEMP_SUFFIX = ".tmp"
 # manifest left by a process that died while writing it.
 SHARD_FILE_NAME = re.compile(r"shard-(\d{6,})_deals-(\d+)-(\d+)\.parquet")
 STALE_TEMP_NAME = re.compile(
-    rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+(-[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}")
-
+    rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+(-[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}"
+)
 
 
 class ResultsError(ValueError):
@@ -58,5 +58,9 @@ def table_names() -> tuple[str, ...]:
 
 def article(kind: str) -> str:
     """A `Location.kind` as a message names it."""
-    return {"link": "a symbolic link", "directory": "a directory", "file": "a file",
-            "other": "not a regular file"}.get(kind, kind)
+    return {
+        "link": "a symbolic link",
+        "directory": "a directory",
+        "file": "a file",
+        "other": "not a regular file",
+    }.get(kind, kind)

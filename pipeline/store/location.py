@@ -64,8 +64,11 @@ class Location:
     def entries(self) -> list[str]:
         """Names directly in the results directory (the run lock aside)."""
         selector = pafs.FileSelector(self.root, allow_not_found=True)
-        return [info.base_name for info in self.fs.get_file_info(selector)
-                if info.base_name != LOCK_FILE]
+        return [
+            info.base_name
+            for info in self.fs.get_file_info(selector)
+            if info.base_name != LOCK_FILE
+        ]
 
     def lock(self) -> Lock | None:
         """Hold this directory for one driver (local paths; the OS releases it if we die).
@@ -88,29 +91,38 @@ class Location:
         except FileNotFoundError:
             found = None
         except OSError as error:  # e.g. the output is under a file
-            raise ResultsError(f"output: {self.where}: cannot write there "
-                               f"({os_error_text(error)})") from None
+            raise ResultsError(
+                f"output: {self.where}: cannot write there ({os_error_text(error)})"
+            ) from None
         if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_nlink > 1):
-            what = ("a file with other names (a hard link)" if stat.S_ISREG(found.st_mode)
-                    else article(kind_of(found.st_mode)))
-            raise ResultsError(f"output: {self.where}: {LOCK_FILE} is {what}, not a clocksweep "
-                               "lock file; move it away")
+            what = (
+                "a file with other names (a hard link)"
+                if stat.S_ISREG(found.st_mode)
+                else article(kind_of(found.st_mode))
+            )
+            raise ResultsError(
+                f"output: {self.where}: {LOCK_FILE} is {what}, not a clocksweep "
+                "lock file; move it away"
+            )
         try:
             os.makedirs(self.root, exist_ok=True)
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as error:
             if made_directory:
                 _remove_quietly(self.root, directory=True)
-            raise ResultsError(f"output: {self.where}: cannot write there "
-                               f"({os_error_text(error)})") from None
+            raise ResultsError(
+                f"output: {self.where}: cannot write there ({os_error_text(error)})"
+            ) from None
         lock = Lock(self, descriptor, made_directory, found is None)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(descriptor, 64, 0).decode(errors="replace").strip() or "?"
             os.close(descriptor)
-            raise ResultsError(f"output: {self.where} is in use by another clocksweep run "
-                               f"(pid {holder}); wait for it, or choose another output") from None
+            raise ResultsError(
+                f"output: {self.where} is in use by another clocksweep run "
+                f"(pid {holder}); wait for it, or choose another output"
+            ) from None
         return lock
 
     def held_by(self) -> str | None:
@@ -153,15 +165,18 @@ class Location:
                 with self.fs.open_output_stream(self.full(relative)) as stream:
                     stream.write(data)
         except OSError as error:
-            raise ResultsError(f"output: {self.where}: cannot write {relative}: "
-                               f"{os_error_text(error)}") from None
+            raise ResultsError(
+                f"output: {self.where}: cannot write {relative}: {os_error_text(error)}"
+            ) from None
 
     @staticmethod
     def _write_local(final: str, data: bytes) -> None:
         os.makedirs(os.path.dirname(final), exist_ok=True)
         # A new name of our own (O_EXCL, no link followed): nothing planted there is written.
-        temp = (f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}-"
-                f"{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        temp = (
+            f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}-"
+            f"{secrets.token_hex(4)}{TEMP_SUFFIX}"
+        )
         try:
             with open(exclusive(temp), "wb") as file:
                 file.write(data)
@@ -204,7 +219,8 @@ class Location:
         if not self.is_local:
             found = self.info(relative).type
             return {pafs.FileType.File: "file", pafs.FileType.Directory: "directory"}.get(
-                found, "missing")
+                found, "missing"
+            )
         try:
             return kind_of(os.lstat(self.full(relative)).st_mode)
         except FileNotFoundError:
@@ -233,8 +249,9 @@ class Lock:
             os.ftruncate(self.descriptor, 0)
             os.pwrite(self.descriptor, pid, 0)
         except OSError as error:
-            raise ResultsError(f"output: {self.location.where}: cannot write {LOCK_FILE} "
-                               f"({os_error_text(error)})") from None
+            raise ResultsError(
+                f"output: {self.location.where}: cannot write {LOCK_FILE} ({os_error_text(error)})"
+            ) from None
         self.claimed = True
 
     def release(self, refused: bool = False) -> None:

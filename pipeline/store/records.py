@@ -30,11 +30,15 @@ def entry_problem(entry: ShardEntry, shard: Shard, n_cells: int, tables) -> str 
     deals, cells and rows as the plan makes them, and each of ``tables`` once, at the shard's
     own path (a file of another shard, or one listed twice, would be read as this one's)."""
     if (entry.first, entry.last) != (shard.first, shard.last):
-        return (f"{shard.stem}: manifest range {entry.first}-{entry.last} is not the "
-                f"plan's {shard.first}-{shard.last}")
+        return (
+            f"{shard.stem}: manifest range {entry.first}-{entry.last} is not the "
+            f"plan's {shard.first}-{shard.last}"
+        )
     if entry.deals != shard.count or entry.cells != n_cells:
-        return (f"{shard.stem}: the manifest says {entry.deals} deals x {entry.cells} "
-                f"cells, the plan {shard.count} x {n_cells}")
+        return (
+            f"{shard.stem}: the manifest says {entry.deals} deals x {entry.cells} "
+            f"cells, the plan {shard.count} x {n_cells}"
+        )
     listed = [record.table for record in entry.files]
     for table in sorted(set(tables) | set(listed)):
         if table not in tables:
@@ -48,15 +52,18 @@ def entry_problem(entry: ShardEntry, shard: Shard, n_cells: int, tables) -> str 
             return f"{shard.stem}: its {record.table} file is listed as {record.path}"
     rows = sum(record.rows for record in entry.files if record.table == DEALS_TABLE)
     if entry.rows != rows or (DEALS_TABLE in tables and rows != shard.count * n_cells):
-        return (f"{shard.stem}: the manifest says {entry.rows} rows in {rows} of its files, "
-                f"expected {shard.count * n_cells} ({shard.count} deals x {n_cells} cells)"
-                if DEALS_TABLE in tables else
-                f"{shard.stem}: the manifest says {entry.rows} per-deal rows, expected 0")
+        return (
+            f"{shard.stem}: the manifest says {entry.rows} rows in {rows} of its files, "
+            f"expected {shard.count * n_cells} ({shard.count} deals x {n_cells} cells)"
+            if DEALS_TABLE in tables
+            else f"{shard.stem}: the manifest says {entry.rows} per-deal rows, expected 0"
+        )
     return None
 
 
-def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
-                    tables) -> tuple[dict[int, ShardEntry], list[tuple[int | None, str]]]:
+def checked_entries(
+    listed: list, plan: ShardPlan, n_cells: int, tables
+) -> tuple[dict[int, ShardEntry], list[tuple[int | None, str]]]:
     """The manifest entries that describe a shard of ``plan`` as it is planned, once each,
     by index; and (index or None, problem) for the rest. A shard listed twice is kept once if
     its entries are identical (and named either way). Its files are not opened here."""
@@ -68,13 +75,18 @@ def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
         index = entry.get("index") if isinstance(entry, dict) else None
         index = index if is_count(index) else None
         if shape:
-            problems.append((index if index in plan else None,
-                             f"{MANIFEST_FILE}: shard entry {index if index is not None else entry!r} "
-                             f"is malformed ({shape})"))
+            problems.append(
+                (
+                    index if index in plan else None,
+                    f"{MANIFEST_FILE}: shard entry {index if index is not None else entry!r} "
+                    f"is malformed ({shape})",
+                )
+            )
             continue
         if index not in plan:
-            problems.append((None, f"{MANIFEST_FILE}: shard {index} is not in the plan of "
-                                   f"{plan.count} shards"))
+            problems.append(
+                (None, f"{MANIFEST_FILE}: shard {index} is not in the plan of {plan.count} shards")
+            )
             continue
         seen.setdefault(index, []).append(entry)
     malformed = {index for index, _ in problems if index is not None}
@@ -83,9 +95,13 @@ def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
         if len(copies) > 1:
             same = all(copy == copies[0] for copy in copies)
             times = "twice" if len(copies) == 2 else f"{len(copies)} times"
-            problems.append((index, f"{shard.stem}: listed {times} in {MANIFEST_FILE}"
-                                    + (" (identically; read once)" if same else
-                                       ", with different files")))
+            problems.append(
+                (
+                    index,
+                    f"{shard.stem}: listed {times} in {MANIFEST_FILE}"
+                    + (" (identically; read once)" if same else ", with different files"),
+                )
+            )
             if not same:
                 continue
         if index in malformed:
@@ -99,8 +115,13 @@ def checked_entries(listed: list, plan: ShardPlan, n_cells: int,
     return entries, problems
 
 
-def shard_problem(location: Location, entry: ShardEntry, shard: Shard, config_hash: str,
-                  schemas: dict[str, pa.Schema]) -> str | None:
+def shard_problem(
+    location: Location,
+    entry: ShardEntry,
+    shard: Shard,
+    config_hash: str,
+    schemas: dict[str, pa.Schema],
+) -> str | None:
     """The first problem of any file of a checked manifest entry (see `checked_entries`)."""
     for record in entry.files:
         problem = file_problem(location, record, config_hash, schemas.get(record.table), shard)
@@ -116,8 +137,10 @@ def version_problem(run: RunRecord) -> str | None:
     written, read = run.result_schema, result_schema_version(run.mode)
     if written == read:
         return None
-    return (f"{RUN_FILE}: the results are in record schema {written}, this clocksweep reads "
-            f"{read}; rerun the config with --fresh to write them again")
+    return (
+        f"{RUN_FILE}: the results are in record schema {written}, this clocksweep reads "
+        f"{read}; rerun the config with --fresh to write them again"
+    )
 
 
 def run_record_mismatch(run: RunRecord) -> str | None:
@@ -130,12 +153,18 @@ def run_record_mismatch(run: RunRecord) -> str | None:
     try:
         cells = rules.expand({axis: tuple(config["grid"][axis]) for axis in rules.AXES})
         recorded = identity.sweep_identity(
-            seed=config["seed"], first=config["first"], deals_count=config["deals"],
-            shard_size=config["shard_size"], record=config["record"], cells=cells)
+            seed=config["seed"],
+            first=config["first"],
+            deals_count=config["deals"],
+            shard_size=config["shard_size"],
+            record=config["record"],
+            cells=cells,
+        )
     except (KeyError, TypeError, rules.RuleError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
-    cells_listed = [{key: value for key, value in cell.items() if key != "label"}
-                    for cell in run.cells]
+    cells_listed = [
+        {key: value for key, value in cell.items() if key != "label"} for cell in run.cells
+    ]
     checks = [
         ("config_hash", run.config_hash, identity.identity_hash(recorded)),
         ("deal_scheme", run.deal_scheme, recorded["deal_scheme"]),
@@ -144,12 +173,19 @@ def run_record_mismatch(run: RunRecord) -> str | None:
     ]
     if run.shards is not None:
         planned = plan_shards(config["first"], config["deals"], config["shard_size"])
-        checks.append(("shards", [run.shards["count"], run.shards["size"]],
-                       [planned.count, config["shard_size"]]))
+        checks.append(
+            (
+                "shards",
+                [run.shards["count"], run.shards["size"]],
+                [planned.count, config["shard_size"]],
+            )
+        )
     for name, found, expected in checks:
         if found != expected:
-            return (f"{RUN_FILE}: its {name} is not what its config gives "
-                    "(edited, or written by another clocksweep)")
+            return (
+                f"{RUN_FILE}: its {name} is not what its config gives "
+                "(edited, or written by another clocksweep)"
+            )
     return None
 
 
@@ -159,18 +195,22 @@ def _read_record(location: Location, name: str, what: str):
     if kind == "missing":
         return None
     if kind != "file":
-        raise ResultsError(f"{location.where}: {name} is {article(kind)}, not {what}; it is "
-                           "not clocksweep's to remove: move it away")
+        raise ResultsError(
+            f"{location.where}: {name} is {article(kind)}, not {what}; it is "
+            "not clocksweep's to remove: move it away"
+        )
     try:
         return location.read_json(name)
     except (ValueError, UnicodeDecodeError):
         raise ResultsError(f"{location.where}: {name} is not valid JSON") from None
     except RecursionError:
-        raise ResultsError(f"{location.where}: {name} is not a record of ours (nested too "
-                           "deeply)") from None
+        raise ResultsError(
+            f"{location.where}: {name} is not a record of ours (nested too deeply)"
+        ) from None
     except OSError as error:
-        raise ResultsError(f"{location.where}: {name} cannot be read "
-                           f"({os_error_text(error)})") from None
+        raise ResultsError(
+            f"{location.where}: {name} cannot be read ({os_error_text(error)})"
+        ) from None
 
 
 def read_run(location: Location) -> RunRecord | None:
@@ -180,19 +220,24 @@ def read_run(location: Location) -> RunRecord | None:
     try:
         return None if run is None else RunRecord.from_json(run)
     except RecordError as error:
-        raise ResultsError(f"{location.where}: {RUN_FILE} is not a clocksweep run record: "
-                           f"{error}") from None
+        raise ResultsError(
+            f"{location.where}: {RUN_FILE} is not a clocksweep run record: {error}"
+        ) from None
 
 
 def read_manifest(location: Location) -> dict | None:
     """manifest.json, checked as a manifest (its entries one by one are `checked_entries`'
     affair); None if there is none; ResultsError naming the problem if it is not one."""
     manifest = _read_record(location, MANIFEST_FILE, "a manifest")
-    if manifest is not None and not (isinstance(manifest, dict)
-                                     and isinstance(manifest.get("shards"), list)
-                                     and isinstance(manifest.get("config_hash"), str)):
-        raise ResultsError(f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest "
-                           "(an object with a config_hash and a list of shards)")
+    if manifest is not None and not (
+        isinstance(manifest, dict)
+        and isinstance(manifest.get("shards"), list)
+        and isinstance(manifest.get("config_hash"), str)
+    ):
+        raise ResultsError(
+            f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest "
+            "(an object with a config_hash and a list of shards)"
+        )
     return manifest
 
 
@@ -212,8 +257,9 @@ class Manifest:
         self.dirty = True
         self.last_write = 0.0
 
-    def load_verified(self, listed: list, plan: ShardPlan, n_cells: int,
-                      schemas: dict) -> list[tuple[int | None, str]]:
+    def load_verified(
+        self, listed: list, plan: ShardPlan, n_cells: int, schemas: dict
+    ) -> list[tuple[int | None, str]]:
         """Keep the entries of ``listed`` (a manifest's shards) whose files still verify:
         (index or None, problem) for the rest, and for what was listed wrongly."""
         entries, problems = checked_entries(listed, plan, n_cells, schemas)
@@ -263,14 +309,21 @@ class Manifest:
                 moved.append((index, pairs))
             except OSError as error:
                 try:
-                    self._move([pair for pair in pairs
-                                if os.path.lexists(self.location.full(pair[1]))
-                                and not os.path.lexists(self.location.full(pair[0]))], back=True)
+                    self._move(
+                        [
+                            pair
+                            for pair in pairs
+                            if os.path.lexists(self.location.full(pair[1]))
+                            and not os.path.lexists(self.location.full(pair[0]))
+                        ],
+                        back=True,
+                    )
                 except OSError:
                     pass
                 del self.entries[index], self.staged[index]
-                rejected.append((index, f"its files could not be put in place "
-                                        f"({os_error_text(error)})"))
+                rejected.append(
+                    (index, f"its files could not be put in place ({os_error_text(error)})")
+                )
         try:
             self.location.write_json(MANIFEST_FILE, self.as_dict())
         except BaseException:

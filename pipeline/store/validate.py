@@ -167,8 +167,10 @@ def open_results(where: str | Location) -> Results:
     if run is None:
         holder = location.held_by()
         if holder is not None:
-            raise ResultsError(f"{location.where}: a clocksweep run (pid {holder}) is starting "
-                               f"there and has not written {RUN_FILE} yet; try again shortly")
+            raise ResultsError(
+                f"{location.where}: a clocksweep run (pid {holder}) is starting "
+                f"there and has not written {RUN_FILE} yet; try again shortly"
+            )
         raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
     config = run.config
     plan = plan_shards(config["first"], config["deals"], config["shard_size"])
@@ -176,19 +178,37 @@ def open_results(where: str | Location) -> Results:
     try:
         manifest = read_manifest(location)
     except ResultsError as error:
-        return Results(location, run, plan, {}, [],
-                       unusable or str(error).removeprefix(f"{location.where}: "))
+        return Results(
+            location, run, plan, {}, [], unusable or str(error).removeprefix(f"{location.where}: ")
+        )
     if manifest is None:
         return Results(location, run, plan, {}, [], unusable, manifest_missing=True)
     if manifest["config_hash"] != run.config_hash:
-        return Results(location, run, plan, {}, [], unusable or (
-            f"{MANIFEST_FILE}: belongs to another config (hash {manifest['config_hash'][:12]}, "
-            f"{RUN_FILE} has {run.config_hash[:12]})"))
+        return Results(
+            location,
+            run,
+            plan,
+            {},
+            [],
+            unusable
+            or (
+                f"{MANIFEST_FILE}: belongs to another config (hash {manifest['config_hash'][:12]}, "
+                f"{RUN_FILE} has {run.config_hash[:12]})"
+            ),
+        )
     mode = run.mode
-    entries, problems = checked_entries(manifest["shards"], plan, len(run.cells),
-                                        expected_schemas(mode) if mode in ("deals", "summary") else {})
-    listed = frozenset(record["path"] for entry in manifest["shards"]
-                       if not entry_shape_problem(entry) for record in entry["files"])  # raw JSON
+    entries, problems = checked_entries(
+        manifest["shards"],
+        plan,
+        len(run.cells),
+        expected_schemas(mode) if mode in ("deals", "summary") else {},
+    )
+    listed = frozenset(
+        record["path"]
+        for entry in manifest["shards"]
+        if not entry_shape_problem(entry)
+        for record in entry["files"]
+    )  # raw JSON
     return Results(location, run, plan, entries, problems, unusable, listed_paths=listed)
 
 
@@ -216,9 +236,17 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
     listed = {index for index, _ in results.problems if index is not None} | set(results.entries)
     if version_problem(run):
         # Every file would differ from this version's schemas: the one line says it all.
-        return problems, {"shards": plan.count, "committed": len(listed), "broken": len(listed),
-                          "deals": 0, "cells": n_cells, "files": 0, "rows": 0, "bytes": 0,
-                          "bytes_per_row": None}
+        return problems, {
+            "shards": plan.count,
+            "committed": len(listed),
+            "broken": len(listed),
+            "deals": 0,
+            "cells": n_cells,
+            "files": 0,
+            "rows": 0,
+            "bytes": 0,
+            "bytes_per_row": None,
+        }
     schemas = expected_schemas(run.mode)
     broken = {index for index, _ in results.problems if index is not None}
     good: set[int] = set()
@@ -240,19 +268,26 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
     missing, shown = plan.missing(listed)
     if missing:
         more = f" and {missing - len(shown)} more" if missing > len(shown) else ""
-        problems.append(f"shards missing: {missing} of {plan.count}: "
-                        + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown) + more)
+        problems.append(
+            f"shards missing: {missing} of {plan.count}: "
+            + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown)
+            + more
+        )
     found = survey(location, set(results.listed_paths))
     for path in found.uncommitted:
-        problems.append(f"{path}: not committed in the manifest (readers of the directory "
-                        "would see it; rerun to clean up)")
+        problems.append(
+            f"{path}: not committed in the manifest (readers of the directory "
+            "would see it; rerun to clean up)"
+        )
     for path in found.partial + found.stale:
         problems.append(f"{path}: left by an interrupted run (rerun to clean up)")
     notes = []
     for path, what in found.foreign + found.blocking:
         line = f"{path}: {what}, not written by clocksweep (runs leave it alone)"
         # Under shards/ a reader of a table's directory may meet it; at the top, no reader does.
-        (problems if path.startswith(SHARDS_DIR + "/") or path == SHARDS_DIR else notes).append(line)
+        (problems if path.startswith(SHARDS_DIR + "/") or path == SHARDS_DIR else notes).append(
+            line
+        )
     figures = {
         "shards": plan.count,
         "committed": len(listed),

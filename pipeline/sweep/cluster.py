@@ -30,26 +30,40 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
 
     started = False
     if address is not None and not address.strip():
-        raise ConfigError("--address: empty; expected HOST:PORT of a Ray cluster's head, "
-                          "ray://HOST:PORT or auto")
+        raise ConfigError(
+            "--address: empty; expected HOST:PORT of a Ray cluster's head, ray://HOST:PORT or auto"
+        )
     if ray.is_initialized():
         kind = "the Ray session already open in this process"
     else:
-        for source, value in (("--address", address), ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),  # noqa: B007 (used after the loop)
-                              ("ray.address", config.ray.get("address")), (None, "local")):
+        for source, value in (  # noqa: B007 (source is used after the loop)
+            ("--address", address),
+            ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),
+            ("ray.address", config.ray.get("address")),
+            (None, "local"),
+        ):
             if value:
                 break
         if source is not None:
             check_reachable(source, value)
-        options = {"address": value, "ignore_reinit_error": True, "log_to_driver": True,
-                   "logging_level": "warning"}
+        options = {
+            "address": value,
+            "ignore_reinit_error": True,
+            "log_to_driver": True,
+            "logging_level": "warning",
+        }
         if value == "local":
             options["num_cpus"] = config.ray.get("num_cpus")
             options["include_dashboard"] = False
-        waiting = nullcontext() if source is None else deadline(
-            f"{source}: {value} accepts connections, but no Ray cluster answered there within "
-            "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)",
-            before_exit)
+        waiting = (
+            nullcontext()
+            if source is None
+            else deadline(
+                f"{source}: {value} accepts connections, but no Ray cluster answered there within "
+                "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)",
+                before_exit,
+            )
+        )
         try:
             # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
             # one line says it; on success its warnings are shown as usual.
@@ -57,7 +71,9 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
                 warnings.simplefilter("always")
                 ray.init(**options)
             for warning in caught:
-                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+                warnings.showwarning(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
         except (ConnectionError, ValueError, RuntimeError) as error:
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             if source is None:
@@ -75,8 +91,11 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
         "gcs_address": ray.get_runtime_context().gcs_address,
         "cpus": ray.cluster_resources().get("CPU", 0),
         "nodes": [
-            {"host": node.get("NodeManagerHostname"), "ip": node.get("NodeManagerAddress"),
-             "cpus": node.get("Resources", {}).get("CPU", 0)}
+            {
+                "host": node.get("NodeManagerHostname"),
+                "ip": node.get("NodeManagerAddress"),
+                "cpus": node.get("Resources", {}).get("CPU", 0),
+            }
             for node in nodes
         ],
     }
@@ -121,8 +140,10 @@ def connect_seconds() -> float:
     except ValueError:
         seconds = float("nan")
     if not 0 < seconds < float("inf"):
-        raise ConfigError(f"{CONNECT_SECONDS_ENV}: {text!r} is not a number of seconds; "
-                          "expected a positive number, such as 60")
+        raise ConfigError(
+            f"{CONNECT_SECONDS_ENV}: {text!r} is not a number of seconds; "
+            "expected a positive number, such as 60"
+        )
     return seconds
 
 
@@ -140,8 +161,11 @@ def check_reachable(source: str, address: str) -> None:
     except OSError as error:
         raise ConfigError(
             f"{source}: nothing answers at {address} ({error.strerror or error}); expected "
-            + ("ray://HOST:PORT of a Ray client server (`ray start --head` serves one on 10001)"
-               if client else "the HOST:PORT of a Ray cluster's head (`ray start --head`)")
+            + (
+                "ray://HOST:PORT of a Ray client server (`ray start --head` serves one on 10001)"
+                if client
+                else "the HOST:PORT of a Ray cluster's head (`ray start --head`)"
+            )
         ) from None
 
 

@@ -71,7 +71,9 @@ TOP_KEYS = {
     "output": (STR, "a directory path or a pyarrow.fs URI (" + ", ".join(URI_SCHEMES) + ")"),
 }
 TABLE_KEYS = {
-    "grid": {axis: (NAMES, f"a list of: {', '.join(names)}") for axis, (names, _) in GRID_AXES.items()},
+    "grid": {
+        axis: (NAMES, f"a list of: {', '.join(names)}") for axis, (names, _) in GRID_AXES.items()
+    },
     "ray": {
         "address": (STR, "a Ray cluster address such as 127.0.0.1:6379, or 'auto'"),
         "num_cpus": (INT, "CPUs for the local Ray instance, at least 1"),
@@ -88,14 +90,17 @@ def kind_of(key: str) -> tuple[str, str]:
         if key in TOP_KEYS:
             return TOP_KEYS[key]
         if key in TABLE_KEYS:
-            raise ConfigError(f"{key}: is a table; set one of its keys "
-                              f"({', '.join(f'{key}.{k}' for k in TABLE_KEYS[key])})")
+            raise ConfigError(
+                f"{key}: is a table; set one of its keys "
+                f"({', '.join(f'{key}.{k}' for k in TABLE_KEYS[key])})"
+            )
         raise ConfigError(f"{key}: unknown key; allowed: {', '.join([*TOP_KEYS, *TABLE_KEYS])}")
     if table not in TABLE_KEYS:
         raise ConfigError(f"{table}: unknown table; allowed: {', '.join(TABLE_KEYS)}")
     if leaf not in TABLE_KEYS[table]:
-        raise ConfigError(f"{key}: unknown key; allowed: "
-                          f"{', '.join(f'{table}.{k}' for k in TABLE_KEYS[table])}")
+        raise ConfigError(
+            f"{key}: unknown key; allowed: {', '.join(f'{table}.{k}' for k in TABLE_KEYS[table])}"
+        )
     return TABLE_KEYS[table][leaf]
 
 
@@ -142,9 +147,14 @@ class SweepConfig:
 
     def identity(self) -> dict:
         """What decides the results, and nothing else: the content the config hash covers."""
-        return identity.sweep_identity(seed=self.seed, first=self.first, deals_count=self.deals,
-                                       shard_size=self.shard_size, record=self.record,
-                                       cells=self.cells)
+        return identity.sweep_identity(
+            seed=self.seed,
+            first=self.first,
+            deals_count=self.deals,
+            shard_size=self.shard_size,
+            record=self.record,
+            cells=self.cells,
+        )
 
     @property
     def hash(self) -> str:
@@ -177,8 +187,9 @@ def apply_override(raw: dict, override: str) -> None:
     key, equals, text = override.partition("=")
     key = key.strip()
     if not equals or not key:
-        raise ConfigError(f"--set: {override!r} is not KEY=VALUE (e.g. deals=1000000, "
-                          "grid.strategy=most,random)")
+        raise ConfigError(
+            f"--set: {override!r} is not KEY=VALUE (e.g. deals=1000000, grid.strategy=most,random)"
+        )
     kind, allowed = kind_of(key)
     text = text.strip()
     if kind == INT:
@@ -220,8 +231,9 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
             kind_of(key)  # unknown keys fail here
             continue
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a table [{key}] with keys "
-                              f"{', '.join(TABLE_KEYS[key])}")
+            raise ConfigError(
+                f"{key}: expected a table [{key}] with keys {', '.join(TABLE_KEYS[key])}"
+            )
         for leaf in value:
             kind_of(f"{key}.{leaf}")
     for key in REQUIRED:
@@ -235,8 +247,10 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     deals = checked_int(raw, "deals", 1, U64_LIMIT)
     first = checked_int(raw, "first", 0, U64_LIMIT - 1, default=0)
     if first + deals > U64_LIMIT:
-        raise ConfigError(f"deals: first + deals runs past 2**64 ({first} + {deals}); "
-                          "deal numbers are unsigned 64-bit")
+        raise ConfigError(
+            f"deals: first + deals runs past 2**64 ({first} + {deals}); "
+            "deal numbers are unsigned 64-bit"
+        )
     shard_size = checked_int(raw, "shard_size", 1, U64_LIMIT, default=DEFAULT_SHARD_SIZE)
     record = checked_str(raw, "record", default="deals")
     if record not in RECORD_MODES:
@@ -255,11 +269,21 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
             raise ConfigError(f"ray.address: empty; expected {TABLE_KEYS['ray']['address'][1]}")
     if "num_cpus" in ray_raw:
         ray["num_cpus"] = checked_int(ray_raw, "num_cpus", 1, 1 << 16, key_name="ray.num_cpus")
-    ray["max_retries"] = checked_int(ray_raw, "max_retries", 0, 100,
-                                     default=DEFAULT_MAX_RETRIES, key_name="ray.max_retries")
+    ray["max_retries"] = checked_int(
+        ray_raw, "max_retries", 0, 100, default=DEFAULT_MAX_RETRIES, key_name="ray.max_retries"
+    )
     return SweepConfig(
-        name=name, seed=seed, first=first, deals=deals, shard_size=shard_size, record=record,
-        output=output, grid=grid, cells=cells, ray=ray, source=source,
+        name=name,
+        seed=seed,
+        first=first,
+        deals=deals,
+        shard_size=shard_size,
+        record=record,
+        output=output,
+        grid=grid,
+        cells=cells,
+        ray=ray,
+        source=source,
     )
 
 
@@ -273,8 +297,9 @@ def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
     if not low <= value <= high:
-        raise ConfigError(f"{key_name}: {value} is out of range {bound(low)}..{bound(high)}; "
-                          f"expected {allowed}")
+        raise ConfigError(
+            f"{key_name}: {value} is out of range {bound(low)}..{bound(high)}; expected {allowed}"
+        )
     return value
 
 
@@ -289,8 +314,9 @@ def checked_str(raw, key, default=None, key_name=None) -> str:
         return default
     value = raw[key]
     if not isinstance(value, str):
-        raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; "
-                          f"expected {kind_of(key_name)[1]}")
+        raise ConfigError(
+            f"{key_name}: {value!r} is a {toml_type(value)}; expected {kind_of(key_name)[1]}"
+        )
     return value
 
 
@@ -301,8 +327,9 @@ def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"grid.{axis}: {value!r} is not a list of names; "
-                          f"expected a list of: {', '.join(names)}")
+        raise ConfigError(
+            f"grid.{axis}: {value!r} is not a list of names; expected a list of: {', '.join(names)}"
+        )
     if not value:
         raise ConfigError(f"grid.{axis}: empty; expected a list of: {', '.join(names)}")
     for item in value:
@@ -316,21 +343,26 @@ def checked_output(output: str) -> str:
     if not output:
         raise ConfigError(f"output: empty; expected {TOP_KEYS['output'][1]}")
     if "\0" in output:
-        raise ConfigError(f"output: {output!r} holds a NUL character, which no path or URI "
-                          f"can; expected {TOP_KEYS['output'][1]}")
+        raise ConfigError(
+            f"output: {output!r} holds a NUL character, which no path or URI "
+            f"can; expected {TOP_KEYS['output'][1]}"
+        )
     scheme, sep, rest = output.partition("://")
     if sep and scheme not in URI_SCHEMES:
-        raise ConfigError(f"output: URI scheme {scheme!r} is not supported; "
-                          f"allowed: {', '.join(URI_SCHEMES)}")
+        raise ConfigError(
+            f"output: URI scheme {scheme!r} is not supported; allowed: {', '.join(URI_SCHEMES)}"
+        )
     if sep and scheme != "file":
         if not rest.split("?", 1)[0].strip("/"):
-            raise ConfigError(f"output: {output!r} names no bucket or path; expected "
-                              f"{scheme}://BUCKET/PREFIX")
+            raise ConfigError(
+                f"output: {output!r} names no bucket or path; expected {scheme}://BUCKET/PREFIX"
+            )
         return output  # object stores are checked when the run opens them
     path = os.path.abspath(rest if sep else output)
     if os.path.exists(path) and not os.path.isdir(path):
-        raise ConfigError(f"output: {output!r} exists and is not a directory; "
-                          "expected a directory path")
+        raise ConfigError(
+            f"output: {output!r} exists and is not a directory; expected a directory path"
+        )
     ancestor = path
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)
@@ -351,6 +383,10 @@ def expand(grid: dict[str, tuple[str, ...]]) -> tuple[Cell, ...]:
 
 def toml_type(value) -> str:
     return {
-        bool: "boolean", int: "integer", float: "float", str: "string", list: "array",
+        bool: "boolean",
+        int: "integer",
+        float: "float",
+        str: "string",
+        list: "array",
         dict: "table",
     }.get(type(value), type(value).__name__)

@@ -65,8 +65,10 @@ def describe_plan(config: SweepConfig) -> str:
     if count > 3:
         shown.append(shards[-1].stem)
     lines.append(f"{count} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
-    lines.append(f"total: {config.deals:,} deals x {len(config.cells)} cells = "
-                 f"{config.deals * len(config.cells):,} deal results")
+    lines.append(
+        f"total: {config.deals:,} deals x {len(config.cells)} cells = "
+        f"{config.deals * len(config.cells):,} deal results"
+    )
     return "\n".join(lines)
 
 
@@ -103,8 +105,14 @@ class State:
     found: validate.Survey  # what else lies there
 
 
-def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
-        stream=None, task=play_shard) -> Outcome:
+def run(
+    config: SweepConfig,
+    *,
+    fresh: bool = False,
+    address: str | None = None,
+    stream=None,
+    task=play_shard,
+) -> Outcome:
     """Run (or resume) a sweep into its results directory; gives what happened.
 
     ``task(job)`` is what a Ray task runs for each shard: `task.play_shard`, or a test's
@@ -130,27 +138,39 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
         manifest = state.manifest
         todo = shards.count - len(manifest.entries)
         outcome.skipped = len(manifest.entries)
-        outcome.redone = sorted({index for index, _ in state.notes
-                                 if index is not None and index not in manifest.entries})
+        outcome.redone = sorted(
+            {
+                index
+                for index, _ in state.notes
+                if index is not None and index not in manifest.entries
+            }
+        )
         cluster = None
         if todo:
             undo = None if lock is None else (lambda: lock.release(refused=True))
             started_ray, cluster = connect(config, address, undo)
         refused = False
 
-        progress = Progress(stream, shards.count, config.deals,
-                            outcome.skipped, sum(e.deals for e in manifest.entries.values()))
+        progress = Progress(
+            stream,
+            shards.count,
+            config.deals,
+            outcome.skipped,
+            sum(e.deals for e in manifest.entries.values()),
+        )
         clean_up(location, state, fresh, progress)
-        run_record = start_run_record(config, state.previous if not fresh else None, cluster,
-                                      todo, outcome.skipped)
+        run_record = start_run_record(
+            config, state.previous if not fresh else None, cluster, todo, outcome.skipped
+        )
         location.write_json(RUN_FILE, run_record.to_json())
         manifest.flush()
         if todo:
-            progress.say(f"{todo:,} of {shards.count:,} shards to play "
-                         f"({outcome.skipped} already committed) on "
-                         f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)")
-            play_and_record(config, location, shards, manifest, progress, outcome, task,
-                            run_record)
+            progress.say(
+                f"{todo:,} of {shards.count:,} shards to play "
+                f"({outcome.skipped} already committed) on "
+                f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)"
+            )
+            play_and_record(config, location, shards, manifest, progress, outcome, task, run_record)
         else:
             run_record.runs[-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record.to_json())
@@ -174,8 +194,11 @@ def run(config: SweepConfig, *, fresh: bool = False, address: str | None = None,
 def read_state(location: Location, config: SweepConfig, fresh: bool, shards: ShardPlan) -> State:
     """Read the results directory (the lock held): refuse one that is not ours, or not this
     config's unless ``fresh``; keep the committed shards that still verify."""
-    waiting = nullcontext() if location.is_local else deadline(
-        f"output: {config.output} did not answer within {{seconds}} s")
+    waiting = (
+        nullcontext()
+        if location.is_local
+        else deadline(f"output: {config.output} did not answer within {{seconds}} s")
+    )
     try:
         with waiting:
             previous, listed = read_previous(location, config, fresh)
@@ -183,19 +206,29 @@ def read_state(location: Location, config: SweepConfig, fresh: bool, shards: Sha
             notes: list[tuple[int | None, str]] = []
             if listed is not None and not fresh:
                 if listed["config_hash"] != config.hash:
-                    notes.append((None, f"{MANIFEST_FILE} belongs to another config (hash "
-                                        f"{listed['config_hash'][:12]}), so every shard is redone"))
+                    notes.append(
+                        (
+                            None,
+                            f"{MANIFEST_FILE} belongs to another config (hash "
+                            f"{listed['config_hash'][:12]}), so every shard is redone",
+                        )
+                    )
                 else:
-                    notes = manifest.load_verified(listed["shards"], shards, len(config.cells),
-                                                   expected_schemas(config.record))
+                    notes = manifest.load_verified(
+                        listed["shards"], shards, len(config.cells), expected_schemas(config.record)
+                    )
             found = validate.survey(location, set() if fresh else manifest.committed_paths())
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
-        raise layout.ResultsError(f"output: {config.output}: cannot be read "
-                                  f"({(str(error).strip().splitlines() or [''])[0]})") from None
+        raise layout.ResultsError(
+            f"output: {config.output}: cannot be read "
+            f"({(str(error).strip().splitlines() or [''])[0]})"
+        ) from None
     if found.blocking:
         path, what = found.blocking[0]
-        raise layout.ResultsError(f"output: {config.output}: {path} is {what} where clocksweep "
-                                  "keeps its own files; move it away")
+        raise layout.ResultsError(
+            f"output: {config.output}: {path} is {what} where clocksweep "
+            "keeps its own files; move it away"
+        )
     return State(previous, manifest, notes, found)
 
 
@@ -221,9 +254,16 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
         progress.say(f"left alone: {len(found.foreign) - 5} more paths not written by clocksweep")
 
 
-def play_and_record(config: SweepConfig, location: Location, shards: ShardPlan,
-                    manifest: records.Manifest, progress: Progress, outcome: Outcome, task,
-                    run_record: RunRecord) -> None:
+def play_and_record(
+    config: SweepConfig,
+    location: Location,
+    shards: ShardPlan,
+    manifest: records.Manifest,
+    progress: Progress,
+    outcome: Outcome,
+    task,
+    run_record: RunRecord,
+) -> None:
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
     playing = time.monotonic()
@@ -238,9 +278,12 @@ def play_and_record(config: SweepConfig, location: Location, shards: ShardPlan,
                 outcome.played -= 1
                 outcome.played_deals -= shards[index].count
             progress.close()
-            run_record.runs[-1].update(finished=now(), status=status,
-                                       shards_played=outcome.played,
-                                       shards_failed=outcome.failed)
+            run_record.runs[-1].update(
+                finished=now(),
+                status=status,
+                shards_played=outcome.played,
+                shards_failed=outcome.failed,
+            )
             location.write_json(RUN_FILE, run_record.to_json())
         finally:
             remove_partial_files(location)
@@ -258,8 +301,9 @@ def remove_partial_files(location: Location) -> None:
     location.prune_partial()
 
 
-def read_previous(location: Location, config: SweepConfig,
-                  fresh: bool) -> tuple[RunRecord | None, dict | None]:
+def read_previous(
+    location: Location, config: SweepConfig, fresh: bool
+) -> tuple[RunRecord | None, dict | None]:
     """The run record and the manifest already in the output directory (None where there is
     none, or where --fresh replaces one that cannot be read); refuse a directory that is not
     ours, or not this config's unless ``fresh``."""
@@ -310,8 +354,9 @@ def provenance(config: SweepConfig) -> dict:
     }
 
 
-def start_run_record(config: SweepConfig, previous: RunRecord | None, cluster: dict | None,
-                     todo: int, skipped: int) -> RunRecord:
+def start_run_record(
+    config: SweepConfig, previous: RunRecord | None, cluster: dict | None, todo: int, skipped: int
+) -> RunRecord:
     record = RunRecord(
         clocksweep=__version__,
         config_hash=config.hash,
@@ -321,28 +366,42 @@ def start_run_record(config: SweepConfig, previous: RunRecord | None, cluster: d
         result_schema=config.identity()["result_schema"],
         record=config.record,
         cells=[{**identity.cell_record(cell), "label": cell.label} for cell in config.cells],
-        shards={"count": config.n_shards, "size": config.shard_size,
-                "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet"},
+        shards={
+            "count": config.n_shards,
+            "size": config.shard_size,
+            "naming": "shards/<table>/shard-<index>_deals-<first>-<last>.parquet",
+        },
         # A run still "running" ended without a word (its driver was killed): this driver holds
         # the directory's lock, so that run is over.
-        runs=[{**run, "status": "died"} if run.get("status") == "running" else run
-              for run in (previous.runs if previous else [])],
+        runs=[
+            {**run, "status": "died"} if run.get("status") == "running" else run
+            for run in (previous.runs if previous else [])
+        ],
     )
-    record.runs.append({
-        "started": now(),
-        "finished": None,
-        "status": "running",
-        "host": os.uname().nodename,
-        "clocksweep": __version__,
-        "shards_to_play": todo,
-        "shards_already_committed": skipped,
-        "ray": cluster,
-    })
+    record.runs.append(
+        {
+            "started": now(),
+            "finished": None,
+            "status": "running",
+            "host": os.uname().nodename,
+            "clocksweep": __version__,
+            "shards_to_play": todo,
+            "shards_already_committed": skipped,
+            "ray": cluster,
+        }
+    )
     return record
 
 
-def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
-             manifest: records.Manifest, progress: Progress, outcome: Outcome, task) -> None:
+def play_all(
+    config: SweepConfig,
+    location: Location,
+    shards: ShardPlan,
+    manifest: records.Manifest,
+    progress: Progress,
+    outcome: Outcome,
+    task,
+) -> None:
     """Keep tasks in flight until every shard is committed or out of attempts. A full disk
     stops the run (layout.ResultsError): every attempt would fail the same way."""
     import ray
@@ -369,8 +428,10 @@ def play_all(config: SweepConfig, location: Location, shards: ShardPlan,
         progress.failures += 1
         tried = attempts[shard.index]
         again = tried < allowed
-        progress.say(f"shard {shard.index} ({shard.first}-{shard.last}) failed, attempt {tried} "
-                     f"of {allowed}: {why}; {'retrying' if again else 'giving up'}")
+        progress.say(
+            f"shard {shard.index} ({shard.first}-{shard.last}) failed, attempt {tried} "
+            f"of {allowed}: {why}; {'retrying' if again else 'giving up'}"
+        )
         if again:
             retries.appendleft(shard)
         else:
@@ -442,11 +503,14 @@ def summary_line(config: SweepConfig, outcome: Outcome) -> str:
     bytes_per_row = f", {outcome.row_bytes / outcome.rows:.2f} bytes/row" if outcome.rows else ""
     rate = ""
     if outcome.played and outcome.play_seconds > 0:
-        rate = (f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s "
-                "once Ray was up")
-    head = (f"{len(config.cells)} cells x {outcome.deals:,} deals committed in "
-            f"{outcome.shards - len(outcome.failed)}/{outcome.shards} shards "
-            f"({outcome.played} played, {outcome.skipped} already committed")
+        rate = (
+            f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s once Ray was up"
+        )
+    head = (
+        f"{len(config.cells)} cells x {outcome.deals:,} deals committed in "
+        f"{outcome.shards - len(outcome.failed)}/{outcome.shards} shards "
+        f"({outcome.played} played, {outcome.skipped} already committed"
+    )
     if outcome.redone:
         head += f", {len(outcome.redone)} redone after failing verification"
     head += f"), {outcome.bytes:,} bytes{bytes_per_row}, {format_seconds(outcome.seconds)}{rate}"

@@ -12,7 +12,9 @@ PROGRESS_INTERVAL_LOG = 10.0  # ... and between progress lines when stderr is a 
 class Progress:
     """Progress on stderr: refreshed in place on a terminal, occasional lines in a log."""
 
-    def __init__(self, stream, total_shards: int, total_deals: int, done_shards: int, done_deals: int):
+    def __init__(
+        self, stream, total_shards: int, total_deals: int, done_shards: int, done_deals: int
+    ):
         self.stream = stream
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self.interval = PROGRESS_INTERVAL if self.tty else PROGRESS_INTERVAL_LOG
@@ -32,9 +34,11 @@ class Progress:
         rate = self.rate()
         left = self.total_deals - self.done_deals
         eta = format_seconds(left / rate) if rate > 0 else "?"
-        return (f"shards {self.done_shards}/{self.total_shards}, "
-                f"deals {self.done_deals:,}/{self.total_deals:,}, {format_rate(rate)} deals/s, "
-                f"ETA {eta}, failures {self.failures}")
+        return (
+            f"shards {self.done_shards}/{self.total_shards}, "
+            f"deals {self.done_deals:,}/{self.total_deals:,}, {format_rate(rate)} deals/s, "
+            f"ETA {eta}, failures {self.failures}"
+        )
 
     def tick(self, force: bool = False) -> None:
         now = time.monotonic()

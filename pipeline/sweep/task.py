@@ -49,8 +49,11 @@ def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """The Ray task: `write_shard`'s manifest entry, with the node that played the shard."""
     import ray
 
-    return replace(write_shard(job, after_batch), node=ray.util.get_node_ip_address(),
-                   node_id=ray.get_runtime_context().get_node_id())
+    return replace(
+        write_shard(job, after_batch),
+        node=ray.util.get_node_ip_address(),
+        node_id=ray.get_runtime_context().get_node_id(),
+    )
 
 
 def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
@@ -62,7 +65,10 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
 
     shard, cells = job.shard, list(job.cells)
     metadata = file_metadata(
-        {**job.provenance, "shard": {"index": shard.index, "first": shard.first, "last": shard.last}}
+        {
+            **job.provenance,
+            "shard": {"index": shard.index, "first": shard.first, "last": shard.last},
+        }
     )
     from pipeline.records import summary
 
@@ -107,10 +113,18 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             writer.abort()
         raise
     return ShardEntry(
-        index=shard.index, first=shard.first, last=shard.last, deals=shard.count,
-        cells=len(cells), rows=sum(record.rows for record in files if record.table == DEALS_TABLE),
-        files=files, seconds=round(time.perf_counter() - started, 3),
+        index=shard.index,
+        first=shard.first,
+        last=shard.last,
+        deals=shard.count,
+        cells=len(cells),
+        rows=sum(record.rows for record in files if record.table == DEALS_TABLE),
+        files=files,
+        seconds=round(time.perf_counter() - started, 3),
         kernel_seconds=round(playing, 3),
-        staged=tuple((writer.staged, writer.relative) for writer in writers.values()
-                     if writer.staged is not None),
+        staged=tuple(
+            (writer.staged, writer.relative)
+            for writer in writers.values()
+            if writer.staged is not None
+        ),
     )

@@ -28,7 +28,9 @@ from pipeline.store import files
 from pipeline.sweep import config as sweep_config
 
 SEED = 424242
-QUICK_CELLS = list(sweep_config.load(str(Path(__file__).parents[1] / "configs" / "quick.toml")).cells)
+QUICK_CELLS = list(
+    sweep_config.load(str(Path(__file__).parents[2] / "configs" / "quick.toml")).cells
+)
 METADATA = files.file_metadata({"config_hash": "h", "shard": {"index": 0}})
 KINDS_OF_CELLS = {
     "standard": [Cell()],
@@ -53,7 +55,9 @@ def encoded(seed: int, batches: list[tuple[int, dict]], cells) -> bytes:
 
 def reference(seed: int, batches: list[tuple[int, dict]], cells) -> pa.Table:
     """The same rows by `schema.deal_table`, batch by batch."""
-    return pa.concat_tables([schema.deal_table(seed, first, results, cells) for first, results in batches])
+    return pa.concat_tables(
+        [schema.deal_table(seed, first, results, cells) for first, results in batches]
+    )
 
 
 def plain(frame: pl.DataFrame) -> pl.DataFrame:
@@ -82,7 +86,10 @@ def assert_read_back(data: bytes, want: pa.Table, tmp_path: Path) -> None:
 @pytest.mark.parametrize("cells", KINDS_OF_CELLS.values(), ids=KINDS_OF_CELLS.keys())
 def test_kernel_results_read_back_as_the_schema_says(cells, tmp_path):
     """Cell lists where some columns are filled by every cell, by some, or by none."""
-    batches = [(1000, kernel.play(SEED, 1000, 3000, cells)), (4000, kernel.play(SEED, 4000, 17, cells))]
+    batches = [
+        (1000, kernel.play(SEED, 1000, 3000, cells)),
+        (4000, kernel.play(SEED, 4000, 17, cells)),
+    ]
     assert_read_back(encoded(SEED, batches, cells), reference(SEED, batches, cells), tmp_path)
 
 
@@ -115,21 +122,31 @@ def made_up_results(generator: np.random.Generator, cells, count: int) -> dict[s
     return results
 
 
-@pytest.mark.parametrize("sizes, first", [
-    ([1], 0),
-    ([7, 8, 9], 2**64 - 24),  # up to the last deal number
-    ([31, 32, 33], 2**63 - 40),  # across 2**63, where a signed view of the numbers wraps
-    ([127, 128, 129, 130], 12345),
-    ([5000, 1], 2**64 - 5001),
-])
+@pytest.mark.parametrize(
+    "sizes, first",
+    [
+        ([1], 0),
+        ([7, 8, 9], 2**64 - 24),  # up to the last deal number
+        ([31, 32, 33], 2**63 - 40),  # across 2**63, where a signed view of the numbers wraps
+        ([127, 128, 129, 130], 12345),
+        ([5000, 1], 2**64 - 5001),
+    ],
+)
 def test_made_up_results_at_block_edges(sizes, first, tmp_path):
     generator = np.random.default_rng(sum(sizes))
-    cells = [Cell(), Cell("one_swap", "oracle"), Cell("play_out"), Cell("exchange", "most", depth="top")]
+    cells = [
+        Cell(),
+        Cell("one_swap", "oracle"),
+        Cell("play_out"),
+        Cell("exchange", "most", depth="top"),
+    ]
     batches = []
     for size in sizes:
         batches.append((first, made_up_results(generator, cells, size)))
         first += size
-    assert_read_back(encoded(2**64 - 1, batches, cells), reference(2**64 - 1, batches, cells), tmp_path)
+    assert_read_back(
+        encoded(2**64 - 1, batches, cells), reference(2**64 - 1, batches, cells), tmp_path
+    )
 
 
 def test_hundreds_of_distinct_hints_and_equal_fractions(tmp_path):
@@ -147,7 +164,8 @@ def test_hundreds_of_distinct_hints_and_equal_fractions(tmp_path):
     # (pyarrow reads a float column's dictionary as values only; the encoder gives its own.)
     levels = np.ones(20_000, dtype=np.uint8)
     codes, numerators, denominators = dealfile._hint_codes(
-        results["hint_num"][0], results["hint_den"][0], levels, 20_000)
+        results["hint_num"][0], results["hint_den"][0], levels, 20_000
+    )
     dictionary = numerators.astype(np.float32) / denominators.astype(np.float32)
     assert len(dictionary) == len(np.unique(dictionary)) > 256
     assert codes[0] == codes[1] and dictionary[codes[0]] == 0.5
@@ -174,7 +192,9 @@ def test_same_results_same_bytes():
 def test_thrift_compact_encoding():
     """Field ids by delta (and long form past 15), zigzag varints, and long lists."""
     assert dealfile._struct((1, "i32", 1)) == bytes([0x15, 0x02, 0x00])
-    assert dealfile._struct((1, "i32", -1), (20, "i64", 300)) == bytes([0x15, 0x01, 0x06, 0x28, 0xD8, 0x04, 0x00])
+    assert dealfile._struct((1, "i32", -1), (20, "i64", 300)) == bytes(
+        [0x15, 0x01, 0x06, 0x28, 0xD8, 0x04, 0x00]
+    )
     assert dealfile._struct((1, "bool", True), (2, "bool", False)) == bytes([0x11, 0x12, 0x00])
     long_list = dealfile._struct((1, "list", ("i32", list(range(16)))))
     assert long_list[:3] == bytes([0x19, 0xF5, 0x10]) and long_list[-1] == 0
@@ -186,16 +206,24 @@ def test_delta_encoding_of_any_int64_sequence(spread):
     of up to 64 bits, wrapping), in a one-column file that pyarrow reads back."""
     generator = np.random.default_rng(spread)
     values = generator.integers(-(2**63), 2**63 - 1, size=1, dtype=np.int64)
-    steps = (generator.integers(-spread, spread, size=999, endpoint=True, dtype=np.int64)
-             if spread else np.zeros(999, np.int64))
+    steps = (
+        generator.integers(-spread, spread, size=999, endpoint=True, dtype=np.int64)
+        if spread
+        else np.zeros(999, np.int64)
+    )
     values = np.concatenate([values, steps]).cumsum(dtype=np.int64)  # wraps at 64 bits
     one_column = pa.schema([pa.field("v", pa.int64(), nullable=False)])
     sink = io.BytesIO()
     encoder = dealfile.DealFileEncoder(sink, one_column, {}, {})
     for part in np.array_split(values, [1, 3, 36, 165, 435]):  # blocks whole, short, of one delta
-        encoder.write_row_group([dealfile._integer_chunk(part, len(part), dealfile.INT64)], len(part))
+        encoder.write_row_group(
+            [dealfile._integer_chunk(part, len(part), dealfile.INT64)], len(part)
+        )
     encoder.close()
-    assert pq.read_table(io.BytesIO(sink.getvalue())).column("v").to_numpy().tolist() == values.tolist()
+    assert (
+        pq.read_table(io.BytesIO(sink.getvalue())).column("v").to_numpy().tolist()
+        == values.tolist()
+    )
 
 
 def test_results_not_as_the_kernel_gives_them_are_refused():
@@ -206,4 +234,6 @@ def test_results_not_as_the_kernel_gives_them_are_refused():
     with pytest.raises(ValueError, match="results for 2 cells, but 1 cells given"):
         encoder.write_batch(SEED, 0, results, cells[:1])
     with pytest.raises(ValueError, match="not int8.*hint_den"):
-        encoder.write_batch(SEED, 0, {**results, "hint_den": results["hint_den"].astype(np.uint8)}, cells)
+        encoder.write_batch(
+            SEED, 0, {**results, "hint_den": results["hint_den"].astype(np.uint8)}, cells
+        )

@@ -2,7 +2,7 @@
 
 The head and a second node (one CPU each) share a temp dir of their own; the driver is
 `clocksweep run --address` in its own process. Its results must be the kernel's, row for row,
-as on a local instance (tests/test_sweep.py), with shards played on both nodes.
+as on a local instance (tests/sweep/test_sweep.py), with shards played on both nodes.
 
 Token authentication stays on, as Ray sets it up: a node or driver joining by explicit
 address needs RAY_AUTH_MODE=token (Ray enables it by itself only for the head), and the
@@ -56,8 +56,9 @@ def free_port() -> int:
 
 def ray_command(*args: str, env: dict) -> None:
     ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
-    done = subprocess.run([ray, *args], env=env, capture_output=True, text=True,
-                          timeout=STEP_TIMEOUT)
+    done = subprocess.run(
+        [ray, *args], env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT
+    )
     assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
 
 
@@ -68,16 +69,31 @@ def cluster():
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_AUTH_MODE"] = "token"
-    has_token = ("RAY_AUTH_TOKEN" in env or "RAY_AUTH_TOKEN_PATH" in env
-                 or (Path.home() / ".ray" / "auth_token").exists())
+    has_token = (
+        "RAY_AUTH_TOKEN" in env
+        or "RAY_AUTH_TOKEN_PATH" in env
+        or (Path.home() / ".ray" / "auth_token").exists()
+    )
     if not has_token:  # Ray prints the token it makes: keep it out of every log
-        subprocess.run([shutil.which("ray") or "ray", "get-auth-token", "--generate"], env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
-                       check=True)
+        subprocess.run(
+            [shutil.which("ray") or "ray", "get-auth-token", "--generate"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+            check=True,
+        )
     try:
         common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
-        ray_command("start", "--head", f"--port={port}", f"--temp-dir={temp_dir}",
-                    "--include-dashboard=false", *common, env=env)
+        ray_command(
+            "start",
+            "--head",
+            f"--port={port}",
+            f"--temp-dir={temp_dir}",
+            "--include-dashboard=false",
+            *common,
+            env=env,
+        )
         ray_command("start", f"--address=127.0.0.1:{port}", *common, env=env)
         yield f"127.0.0.1:{port}", env
     finally:
@@ -98,10 +114,12 @@ def test_two_node_cluster(cluster, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     # A short pause per shard keeps both single-CPU nodes busy at once.
-    command = faults.driver_command(f"pause=0.3:{pids}", "run", str(config_file),
-                                    f"--set=output={out}", "--address", address)
-    done = subprocess.run(command, env=faults.driver_env(env), capture_output=True, text=True,
-                          timeout=STEP_TIMEOUT)
+    command = faults.driver_command(
+        f"pause=0.3:{pids}", "run", str(config_file), f"--set=output={out}", "--address", address
+    )
+    done = subprocess.run(
+        command, env=faults.driver_env(env), capture_output=True, text=True, timeout=STEP_TIMEOUT
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "on 2 CPUs, 2 node(s)" in done.stderr
 
@@ -114,11 +132,17 @@ def test_two_node_cluster(cluster, tmp_path):
 
     cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
     cells = list(cfg.cells)
-    expected = pl.from_arrow(schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells))
+    expected = pl.from_arrow(
+        schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
+    )
     got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert got.height == N_DEALS * len(cells)
     assert as_sorted_strings(got).equals(as_sorted_strings(expected))
 
-    checked = subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()",
-                              "validate", str(out)], capture_output=True, text=True, timeout=120)
+    checked = subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import cli; cli()", "validate", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert checked.returncode == 0, checked.stdout

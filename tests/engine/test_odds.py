@@ -70,8 +70,7 @@ def expected_chosen_count(strategy: str, counts: list[int]) -> Fraction:
     no_bottoms = [0] * rules.N_PILES  # counts-only strategies never read them
     draws = range(len(eligible)) if strategy == "random" else [0]
     chosen = [
-        down[rules.choose_pile(strategy, "watch", None, down, no_bottoms, draw)]
-        for draw in draws
+        down[rules.choose_pile(strategy, "watch", None, down, no_bottoms, draw)] for draw in draws
     ]
     return Fraction(sum(chosen), len(chosen))
 

@@ -10,11 +10,11 @@
 - The kernel's decks equal the reference's, near the 2**32 and 2**64 boundaries and on deals
   whose shuffle rejected words.
 - The `random` strategy's stream is separate from the deal's.
-- A golden table of layouts (tests/golden_deals.json) against `reference.layout` and
+- A golden table of layouts (tests/engine/golden_deals.json) against `reference.layout` and
   `clocksweep deal --json`: a change of scheme must come with a new scheme version.
 
 Regenerating the golden table is deliberate, never automatic: after a change of scheme *with
-a new SCHEME_VERSION*, run ``python tests/test_deals.py --add-current-scheme``, which appends
+a new SCHEME_VERSION*, run ``python tests/engine/test_deals.py --add-current-scheme``, which appends
 records for the new version (made by the reference engine) and refuses if the version already
 has records. Records of earlier versions stay, as the record of what they dealt.
 """
@@ -32,7 +32,7 @@ import pytest
 from scipy.stats import chi2
 
 if __name__ == "__main__":  # run as a script: this checkout's package, not another install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pipeline.engine import deals, rules  # noqa: E402
 
@@ -378,7 +378,7 @@ def current_golden_records() -> list[dict]:
     records = [r for r in golden_records() if r["scheme"] == deals.SCHEME_VERSION]
     assert records, (
         f"no golden layouts for deal scheme {deals.SCHEME_VERSION!r}: a new scheme needs its "
-        "own records (python tests/test_deals.py --add-current-scheme)"
+        "own records (python tests/engine/test_deals.py --add-current-scheme)"
     )
     return records
 
@@ -403,9 +403,7 @@ def test_golden_table_shape():
     assert all(set(r) == {"seed", "deal", "scheme", "order", "piles"} for r in records)
     current = current_golden_records()
     covered = {(r["seed"], r["deal"], r["order"]) for r in current}
-    assert covered == {
-        (s, d, o) for s in GOLDEN_SEEDS for d in GOLDEN_DEALS for o in rules.ORDERS
-    }
+    assert covered == {(s, d, o) for s in GOLDEN_SEEDS for d in GOLDEN_DEALS for o in rules.ORDERS}
     for record in current:
         assert len(record["piles"]) == 13 and all(len(p) == 4 for p in record["piles"])
         cards = [rules.parse_card(c) for pile in record["piles"] for c in pile]
@@ -445,8 +443,15 @@ def test_cli_deal_json_matches_the_golden_table():
     for record in current_golden_records():
         result = runner.invoke(
             cli,
-            ["deal", "--seed", str(record["seed"]), str(record["deal"]), "--order",
-             record["order"], "--json"],
+            [
+                "deal",
+                "--seed",
+                str(record["seed"]),
+                str(record["deal"]),
+                "--order",
+                record["order"],
+                "--json",
+            ],
         )
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
@@ -471,4 +476,4 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--add-current-scheme"]:
         add_current_scheme()
     else:
-        sys.exit("usage: python tests/test_deals.py --add-current-scheme")
+        sys.exit("usage: python tests/engine/test_deals.py --add-current-scheme")

@@ -49,7 +49,9 @@ def rows_of(table: pa.Table, cell: Cell) -> list[dict]:
 def hint_values(results, c):
     """The hint as the per-deal schema stores it: float32 num / den, None with no rescue."""
     num, den, pile = results["hint_num"][c], results["hint_den"][c], results["rescue_pile"][c]
-    return [float(np.float32(n) / np.float32(d)) if p > 0 else None for n, d, p in zip(num, den, pile)]
+    return [
+        float(np.float32(n) / np.float32(d)) if p > 0 else None for n, d, p in zip(num, den, pile)
+    ]
 
 
 def test_schemas_and_enum_labels(tables):
@@ -63,15 +65,21 @@ def test_schemas_and_enum_labels(tables):
 
 def test_counts_match_the_kernel_cell_by_cell(results, tables):
     for c, cell in enumerate(CELLS):
-        expected = Counter(zip(
-            results["won"][c].astype(bool).tolist(),
-            results["down_at_stop"][c].tolist(),
-            hint_values(results, c),
-            [r if r >= 0 else None for r in results["restarts"][c].tolist()],
-            [s if s >= 0 else None for s in results["stray_deaths"][c].tolist()],
-        ))
-        got = Counter({(r["won"], r["down_at_stop"], r["hint"], r["restarts"], r["stray_deaths"]): r["n"]
-                       for r in rows_of(tables["counts"], cell)})
+        expected = Counter(
+            zip(
+                results["won"][c].astype(bool).tolist(),
+                results["down_at_stop"][c].tolist(),
+                hint_values(results, c),
+                [r if r >= 0 else None for r in results["restarts"][c].tolist()],
+                [s if s >= 0 else None for s in results["stray_deaths"][c].tolist()],
+            )
+        )
+        got = Counter(
+            {
+                (r["won"], r["down_at_stop"], r["hint"], r["restarts"], r["stray_deaths"]): r["n"]
+                for r in rows_of(tables["counts"], cell)
+            }
+        )
         assert got == expected, cell.label
 
 
@@ -79,9 +87,19 @@ def test_turned_and_piles_match_the_kernel(results, tables):
     for c, cell in enumerate(CELLS):
         won = results["won"][c].astype(bool).tolist()
         turned = Counter(zip(won, results["cards_turned"][c].tolist()))
-        assert Counter({(r["won"], r["cards_turned"]): r["n"] for r in rows_of(tables["turned"], cell)}) == turned
-        piles = Counter(zip(won, [p if p > 0 else None for p in results["rescue_pile"][c].tolist()]))
-        assert Counter({(r["won"], r["rescue_pile"]): r["n"] for r in rows_of(tables["piles"], cell)}) == piles
+        assert (
+            Counter(
+                {(r["won"], r["cards_turned"]): r["n"] for r in rows_of(tables["turned"], cell)}
+            )
+            == turned
+        )
+        piles = Counter(
+            zip(won, [p if p > 0 else None for p in results["rescue_pile"][c].tolist()])
+        )
+        assert (
+            Counter({(r["won"], r["rescue_pile"]): r["n"] for r in rows_of(tables["piles"], cell)})
+            == piles
+        )
 
 
 def test_facts_match_the_kernel_on_standard_cells(results, tables):
@@ -90,11 +108,19 @@ def test_facts_match_the_kernel_on_standard_cells(results, tables):
     for c, cell in enumerate(CELLS):
         if cell.variant != "standard":
             continue
-        expected = Counter(zip(results["won"][c].astype(bool).tolist(),
-                               results["kings_at_bottom"][c].tolist(),
-                               results["unvisited_at_third_king"][c].tolist()))
-        got = Counter({(r["won"], r["kings_at_bottom"], r["unvisited_at_third_king"]): r["n"]
-                       for r in rows_of(tables["facts"], cell)})
+        expected = Counter(
+            zip(
+                results["won"][c].astype(bool).tolist(),
+                results["kings_at_bottom"][c].tolist(),
+                results["unvisited_at_third_king"][c].tolist(),
+            )
+        )
+        got = Counter(
+            {
+                (r["won"], r["kings_at_bottom"], r["unvisited_at_third_king"]): r["n"]
+                for r in rows_of(tables["facts"], cell)
+            }
+        )
         assert got == expected, cell.label
         # SPEC section 6: no standard win without a king at the bottom of an hour pile.
         assert not any(won and kings == 0 for won, kings, _ in got)
@@ -107,8 +133,16 @@ def test_pairs_match_the_kernel(results, tables):
     assert pairs.height == len(expected_pairs)
     index = {cell: i for i, cell in enumerate(CELLS)}
     for row in pairs.iter_rows(named=True):
-        a = index[Cell(row["a_variant"], row["a_strategy"], row["a_finale"], row["a_order"], row["a_depth"])]
-        b = index[Cell(row["b_variant"], row["b_strategy"], row["b_finale"], row["b_order"], row["b_depth"])]
+        a = index[
+            Cell(
+                row["a_variant"], row["a_strategy"], row["a_finale"], row["a_order"], row["a_depth"]
+            )
+        ]
+        b = index[
+            Cell(
+                row["b_variant"], row["b_strategy"], row["b_finale"], row["b_order"], row["b_depth"]
+            )
+        ]
         assert (a, b) in expected_pairs
         assert row["both"] == int(np.sum(won[a] & won[b]))
         assert row["a_only"] == int(np.sum(won[a] & ~won[b]))
@@ -121,7 +155,12 @@ def test_pairs_are_same_layout_or_same_deal_numbers():
     for a, b in pairs:
         x, y = CELLS[a], CELLS[b]
         assert a < b
-        same_rules = (x.variant, x.strategy, x.finale, x.depth) == (y.variant, y.strategy, y.finale, y.depth)
+        same_rules = (x.variant, x.strategy, x.finale, x.depth) == (
+            y.variant,
+            y.strategy,
+            y.finale,
+            y.depth,
+        )
         assert x.order == y.order or same_rules
     per_order = sum(c.order == "round-robin" for c in CELLS)
     assert len(pairs) == 2 * per_order * (per_order - 1) // 2 + per_order
@@ -140,14 +179,28 @@ def deal_rows(results, first: int, order: np.ndarray):
     table = schema.deal_table(SEED, first, results, CELLS).take(pa.array(order))
     cell_of = {cell: i for i, cell in enumerate(CELLS)}
     df = pl.from_arrow(table)
-    labels = df.select(pl.concat_str([pl.col(c).cast(pl.String).fill_null("-") for c in summary.LABEL_COLUMNS],
-                                     separator="|").alias("key"))["key"]
-    key_of = {"|".join(getattr(cell, c) or "-" for c in summary.LABEL_COLUMNS): i for cell, i in cell_of.items()}
+    labels = df.select(
+        pl.concat_str(
+            [pl.col(c).cast(pl.String).fill_null("-") for c in summary.LABEL_COLUMNS], separator="|"
+        ).alias("key")
+    )["key"]
+    key_of = {
+        "|".join(getattr(cell, c) or "-" for c in summary.LABEL_COLUMNS): i
+        for cell, i in cell_of.items()
+    }
     cells = labels.replace_strict(key_of, return_dtype=pl.Int64).to_numpy()
     fill = lambda name, value: df[name].fill_null(value).to_numpy()  # noqa: E731
-    columns = (cells, df["deal"].to_numpy().astype(np.int64) - first, df["won"].to_numpy(),
-               fill("cards_turned", 0), fill("down_at_stop", 0), fill("rescue_pile", 0),
-               fill("hint", 0.0).astype(np.float32), fill("restarts", -1), fill("stray_deaths", -1))
+    columns = (
+        cells,
+        df["deal"].to_numpy().astype(np.int64) - first,
+        df["won"].to_numpy(),
+        fill("cards_turned", 0),
+        fill("down_at_stop", 0),
+        fill("rescue_pile", 0),
+        fill("hint", 0.0).astype(np.float32),
+        fill("restarts", -1),
+        fill("stray_deaths", -1),
+    )
     return columns
 
 
@@ -185,16 +238,24 @@ def test_parts_add_up_to_the_whole(results, tables):
 
 def test_bad_records_are_refused():
     shard = summary.ShardSummary(CELLS[:1], 0, 4)
-    good = [np.array([0]), np.array([0]), np.array([True]), np.array([52], np.int8),
-            np.array([0], np.int8), np.array([0], np.int8), np.array([0.0], np.float32),
-            np.array([-1], np.int8), np.array([-1], np.int8)]
+    good = [
+        np.array([0]),
+        np.array([0]),
+        np.array([True]),
+        np.array([52], np.int8),
+        np.array([0], np.int8),
+        np.array([0], np.int8),
+        np.array([0.0], np.float32),
+        np.array([-1], np.int8),
+        np.array([-1], np.int8),
+    ]
     shard.add_rows(*good)
     for position, bad, message in [
-        (4, np.array([60], np.int8), "range"),         # down_at_stop past 48
-        (6, np.array([0.31], np.float32), "hint"),     # with rescue_pile below: not a d/U
-        (7, np.array([2], np.int8), "restarts"),       # restarts outside play_out
-        (1, np.array([9]), "deal"),                    # outside the shard's deals
-        (0, np.array([5]), "cell"),                    # no such cell
+        (4, np.array([60], np.int8), "range"),  # down_at_stop past 48
+        (6, np.array([0.31], np.float32), "hint"),  # with rescue_pile below: not a d/U
+        (7, np.array([2], np.int8), "restarts"),  # restarts outside play_out
+        (1, np.array([9]), "deal"),  # outside the shard's deals
+        (0, np.array([5]), "cell"),  # no such cell
     ]:
         row = list(good)
         row[position] = bad
@@ -218,5 +279,10 @@ def test_a_deal_fact_out_of_range_is_refused():
     facts.add(0, [True, False, True], ok, ok)
     for kings, unvisited in [([0, 13, 0], ok), (ok, [0, 0, -1])]:
         with pytest.raises(ValueError, match="deal 1 of the batch|deal 2 of the batch"):
-            facts.add(0, [True, False, True], np.array(kings, dtype=np.int8), np.array(unvisited, dtype=np.int8))
+            facts.add(
+                0,
+                [True, False, True],
+                np.array(kings, dtype=np.int8),
+                np.array(unvisited, dtype=np.int8),
+            )
     assert facts.tally.sum() == 3  # nothing of a refused batch was counted

@@ -4,7 +4,7 @@
 no kernel. Every expected verdict follows from the claim's ``rule`` text and the numbers
 chosen, as the comment beside each says; where an interval decides, the test first checks
 (with `pipeline.report.stats`, never with the claim under test) that the numbers put the
-interval where the comment says. tests/test_report.py holds the end-to-end tests on real sweeps.
+interval where the comment says. tests/report/test_report.py holds the end-to-end tests on real sweeps.
 """
 
 from __future__ import annotations
@@ -65,15 +65,34 @@ class FakeFigures:
     turned: {cell: (won deals, of them at 52 cards)}; deaths: {cell: (deals, later, stray)}.
     """
 
-    def __init__(self, cells=None, *, mode="deals", replay=None, replay_note="", pairs=None,
-                 intervals=None, facts=None, down=None, blocks=None, turned=None, rescued=(),
-                 deaths=None):
-        self.cells = {cell: value if isinstance(value, FakeCell) else FakeCell(*value)
-                      for cell, value in (cells or {}).items()}
+    def __init__(
+        self,
+        cells=None,
+        *,
+        mode="deals",
+        replay=None,
+        replay_note="",
+        pairs=None,
+        intervals=None,
+        facts=None,
+        down=None,
+        blocks=None,
+        turned=None,
+        rescued=(),
+        deaths=None,
+    ):
+        self.cells = {
+            cell: value if isinstance(value, FakeCell) else FakeCell(*value)
+            for cell, value in (cells or {}).items()
+        }
         self.mode, self.replay, self.replay_note = mode, replay, replay_note
         self._pairs, self._intervals = dict(pairs or {}), dict(intervals or {})
         self._facts, self._down, self._blocks = facts, dict(down or {}), dict(blocks or {})
-        self._turned, self._rescued, self._deaths = dict(turned or {}), list(rescued), dict(deaths or {})
+        self._turned, self._rescued, self._deaths = (
+            dict(turned or {}),
+            list(rescued),
+            dict(deaths or {}),
+        )
 
     def paired(self, a, b, confidence):
         if (a, b) in self._pairs:
@@ -101,8 +120,10 @@ class FakeFigures:
         return self._blocks.get(cell, (0, 0))
 
     def won_turned(self, cells):
-        return (sum(self._turned.get(c, (0, 0))[0] for c in cells),
-                sum(self._turned.get(c, (0, 0))[1] for c in cells))
+        return (
+            sum(self._turned.get(c, (0, 0))[0] for c in cells),
+            sum(self._turned.get(c, (0, 0))[1] for c in cells),
+        )
 
     def rescue_win_turned(self):
         return list(self._rescued)
@@ -119,9 +140,16 @@ def fixed_interval(monkeypatch, interval):
 
 
 def replay_of(won, unvisited, king_bottoms, checked=0, mismatches=0) -> claims.Replay:
-    return claims.Replay(7, 0, "round-robin", np.asarray(won, dtype=bool),
-                         np.asarray(unvisited, dtype=np.int8), np.asarray(king_bottoms, dtype=np.int8),
-                         checked, mismatches)
+    return claims.Replay(
+        7,
+        0,
+        "round-robin",
+        np.asarray(won, dtype=bool),
+        np.asarray(unvisited, dtype=np.int8),
+        np.asarray(king_bottoms, dtype=np.int8),
+        checked,
+        mismatches,
+    )
 
 
 STANDARD = Cell()
@@ -150,43 +178,63 @@ def needs_and_inconclusive(claim) -> bool:
 # --- The shared verdict rules ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((0.07, 0.078), CONFIRMED),  # holds 1/13 = 0.0769, half width 0.004 <= 0.005
-    ((0.06, 0.09), INCONCLUSIVE),  # holds 1/13, half width 0.015
-    ((0.08, 0.085), REFUTED),  # all above 1/13
-    ((0.06, 0.07), REFUTED),  # all below 1/13
-    ((1 / 13, 1 / 13 + 0.008), CONFIRMED),  # 1/13 is the lower end: inside
-    ((1 / 13 - 0.008, 1 / 13), CONFIRMED),  # 1/13 is the upper end: inside
-    ((1 / 13, 1 / 13), CONFIRMED),  # a point interval at the value
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((0.07, 0.078), CONFIRMED),  # holds 1/13 = 0.0769, half width 0.004 <= 0.005
+        ((0.06, 0.09), INCONCLUSIVE),  # holds 1/13, half width 0.015
+        ((0.08, 0.085), REFUTED),  # all above 1/13
+        ((0.06, 0.07), REFUTED),  # all below 1/13
+        ((1 / 13, 1 / 13 + 0.008), CONFIRMED),  # 1/13 is the lower end: inside
+        ((1 / 13 - 0.008, 1 / 13), CONFIRMED),  # 1/13 is the upper end: inside
+        ((1 / 13, 1 / 13), CONFIRMED),  # a point interval at the value
+    ],
+)
 def test_exact_value_verdict(interval, verdict):
     assert claims.exact_value_verdict(1 / 13, interval) == verdict
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((0.4, 0.5), CONFIRMED), ((0.1, 0.2), REFUTED), ((0.3, 0.4), INCONCLUSIVE),
-    ((1 / 3, 0.5), INCONCLUSIVE),  # a lower end at the threshold is not above it
-    ((0.2, 1 / 3), INCONCLUSIVE),  # an upper end at the threshold is not below it
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((0.4, 0.5), CONFIRMED),
+        ((0.1, 0.2), REFUTED),
+        ((0.3, 0.4), INCONCLUSIVE),
+        ((1 / 3, 0.5), INCONCLUSIVE),  # a lower end at the threshold is not above it
+        ((0.2, 1 / 3), INCONCLUSIVE),  # an upper end at the threshold is not below it
+    ],
+)
 def test_above_verdict(interval, verdict):
     assert claims.above_verdict(interval, 1 / 3) == verdict
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((0.0, 0.005), CONFIRMED), ((0.02, 0.03), REFUTED), ((0.005, 0.02), INCONCLUSIVE),
-    ((0.0, 0.01), INCONCLUSIVE),  # an upper end at the threshold is not below it
-    ((0.01, 0.02), INCONCLUSIVE),  # a lower end at the threshold is not above it
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((0.0, 0.005), CONFIRMED),
+        ((0.02, 0.03), REFUTED),
+        ((0.005, 0.02), INCONCLUSIVE),
+        ((0.0, 0.01), INCONCLUSIVE),  # an upper end at the threshold is not below it
+        ((0.01, 0.02), INCONCLUSIVE),  # a lower end at the threshold is not above it
+    ],
+)
 def test_below_verdict(interval, verdict):
     assert claims.below_verdict(interval, 0.01) == verdict
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((-0.004, 0.004), CONFIRMED), ((-TOL, TOL), CONFIRMED),  # within +-0.005, ends included
-    ((0.0, 0.004), CONFIRMED), ((-0.004, 0.0), CONFIRMED),  # an end at 0 does not exclude 0
-    ((-0.02, 0.02), INCONCLUSIVE), ((-0.001, 0.006), INCONCLUSIVE),
-    ((0.001, 0.004), REFUTED), ((-0.03, -0.01), REFUTED),  # 0 excluded (even within +-0.005)
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((-0.004, 0.004), CONFIRMED),
+        ((-TOL, TOL), CONFIRMED),  # within +-0.005, ends included
+        ((0.0, 0.004), CONFIRMED),
+        ((-0.004, 0.0), CONFIRMED),  # an end at 0 does not exclude 0
+        ((-0.02, 0.02), INCONCLUSIVE),
+        ((-0.001, 0.006), INCONCLUSIVE),
+        ((0.001, 0.004), REFUTED),
+        ((-0.03, -0.01), REFUTED),  # 0 excluded (even within +-0.005)
+    ],
+)
 def test_no_difference_verdict(interval, verdict):
     assert claims.no_difference_verdict(interval) == verdict
 
@@ -194,20 +242,23 @@ def test_no_difference_verdict(interval, verdict):
 # --- one_in_13 --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("wins, n, verdict", [
-    # Wilson [0.0742, 0.0797] holds 1/13 = 0.07692; half width 0.0028 <= 0.005.
-    (7692, 100_000, CONFIRMED),
-    # Wilson [0.0674, 0.0727]: its upper end is below 1/13.
-    (7000, 100_000, REFUTED),
-    # Wilson [0.0871, 0.0930]: its lower end is above 1/13.
-    (9000, 100_000, REFUTED),
-    # Wilson [0.0536, 0.1095] holds 1/13 but is 0.028 wide each side.
-    (77, 1000, INCONCLUSIVE),
-    # Exactly 1/13 on 30,771 deals: half width 0.0049999 <= 0.005, the fewest deals (in
-    # steps of 13) that pin it; 13 fewer leave 0.0050009 > 0.005.
-    (2367, 30_771, CONFIRMED),
-    (2366, 30_758, INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "wins, n, verdict",
+    [
+        # Wilson [0.0742, 0.0797] holds 1/13 = 0.07692; half width 0.0028 <= 0.005.
+        (7692, 100_000, CONFIRMED),
+        # Wilson [0.0674, 0.0727]: its upper end is below 1/13.
+        (7000, 100_000, REFUTED),
+        # Wilson [0.0871, 0.0930]: its lower end is above 1/13.
+        (9000, 100_000, REFUTED),
+        # Wilson [0.0536, 0.1095] holds 1/13 but is 0.028 wide each side.
+        (77, 1000, INCONCLUSIVE),
+        # Exactly 1/13 on 30,771 deals: half width 0.0049999 <= 0.005, the fewest deals (in
+        # steps of 13) that pin it; 13 fewer leave 0.0050009 > 0.005.
+        (2367, 30_771, CONFIRMED),
+        (2366, 30_758, INCONCLUSIVE),
+    ],
+)
 def test_one_in_13_verdicts(wins, n, verdict):
     low, high = wilson(wins, n)
     inside, narrow = low <= 1 / 13 <= high, (high - low) / 2 <= TOL
@@ -258,12 +309,15 @@ def test_one_in_13_which_cell():
 # --- better_than_one_in_three -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("wins, n, verdict", [
-    (400, 1000, CONFIRMED),  # Wilson [0.3504, 0.4518]: lower end above 1/3
-    (250, 1000, REFUTED),  # Wilson [0.2078, 0.2976]: upper end below 1/3
-    (340, 1000, INCONCLUSIVE),  # Wilson [0.2927, 0.3908] holds 1/3
-    (1000, 3000, INCONCLUSIVE),  # exactly 1/3: Wilson [0.3057, 0.3622] holds it
-])
+@pytest.mark.parametrize(
+    "wins, n, verdict",
+    [
+        (400, 1000, CONFIRMED),  # Wilson [0.3504, 0.4518]: lower end above 1/3
+        (250, 1000, REFUTED),  # Wilson [0.2078, 0.2976]: upper end below 1/3
+        (340, 1000, INCONCLUSIVE),  # Wilson [0.2927, 0.3908] holds 1/3
+        (1000, 3000, INCONCLUSIVE),  # exactly 1/3: Wilson [0.3057, 0.3622] holds it
+    ],
+)
 def test_better_than_one_in_three_verdicts(wins, n, verdict):
     low, high = wilson(wins, n)
     assert (low > 1 / 3, high < 1 / 3) == (verdict == CONFIRMED, verdict == REFUTED)
@@ -275,9 +329,14 @@ def test_better_than_one_in_three_verdicts(wins, n, verdict):
 def test_better_than_one_in_three_takes_the_best_strategy():
     # most's 400/1000 is confirmed on its own (above); clockwise's 250 and fewest's 100 would
     # be refuted, but the claim is about the best choice.
-    figures = FakeFigures({one_swap("clockwise"): (1000, 250), one_swap("fewest"): (1000, 100),
-                           one_swap("most"): FakeCell(1000, 400, Fraction(2, 5)),
-                           one_swap("oracle"): (1000, 900)})  # peeks: not a way to play
+    figures = FakeFigures(
+        {
+            one_swap("clockwise"): (1000, 250),
+            one_swap("fewest"): (1000, 100),
+            one_swap("most"): FakeCell(1000, 400, Fraction(2, 5)),
+            one_swap("oracle"): (1000, 900),
+        }
+    )  # peeks: not a way to play
     claim = claims.better_than_one_in_three(figures)
     assert claim.verdict == CONFIRMED and claim.basis == f"cell {one_swap('most').label}"
     assert claim.exact == "2/5" and "exact value for most: 0.400000" in claim.detail
@@ -299,8 +358,11 @@ def test_better_than_one_in_three_no_deals():
 
 def test_better_than_one_in_three_needs_a_counts_only_one_swap_cell():
     # informed reads the face-up bottoms and oracle peeks: neither is a counts-only choice.
-    for cells in ({}, {STANDARD: (1000, 77)},
-                  {one_swap("informed", "up"): (1000, 900), one_swap("oracle"): (1000, 900)}):
+    for cells in (
+        {},
+        {STANDARD: (1000, 77)},
+        {one_swap("informed", "up"): (1000, 900), one_swap("oracle"): (1000, 900)},
+    ):
         claim = claims.better_than_one_in_three(FakeFigures(cells))
         assert needs_and_inconclusive(claim) and "one_swap" in claim.needs
         assert "clockwise, random, most, fewest" in claim.needs
@@ -317,25 +379,29 @@ def test_better_than_one_in_three_face_up_stands_in():
 MOST, FEWEST, CLOCKWISE = watch("most"), watch("fewest"), watch("clockwise")
 
 
-@pytest.mark.parametrize("table, within, verdict", [
-    # most 600 vs fewest 400 of 1000: Newcombe [0.146, 0.252] excludes 0.
-    ((350, 250, 50, 350), False, REFUTED),
-    # 100,000 deals, 100 discordant each way: [-0.00047, +0.00047] within +-0.005.
-    ((10_000, 100, 100, 89_800), True, CONFIRMED),
-    # 1000 deals, 10 discordant each way: [-0.0169, +0.0169] holds 0, wider than +-0.005.
-    ((100, 10, 10, 880), False, INCONCLUSIVE),
-    # 200 vs 100 discordant of 100,000: [+0.00043, +0.00158] lies within +-0.005 but excludes
-    # 0; the rule refutes on excluding 0 first, so a real difference of 0.1 point refutes.
-    ((10_000, 200, 100, 89_700), True, REFUTED),
-])
+@pytest.mark.parametrize(
+    "table, within, verdict",
+    [
+        # most 600 vs fewest 400 of 1000: Newcombe [0.146, 0.252] excludes 0.
+        ((350, 250, 50, 350), False, REFUTED),
+        # 100,000 deals, 100 discordant each way: [-0.00047, +0.00047] within +-0.005.
+        ((10_000, 100, 100, 89_800), True, CONFIRMED),
+        # 1000 deals, 10 discordant each way: [-0.0169, +0.0169] holds 0, wider than +-0.005.
+        ((100, 10, 10, 880), False, INCONCLUSIVE),
+        # 200 vs 100 discordant of 100,000: [+0.00043, +0.00158] lies within +-0.005 but excludes
+        # 0; the rule refutes on excluding 0 first, so a real difference of 0.1 point refutes.
+        ((10_000, 200, 100, 89_700), True, REFUTED),
+    ],
+)
 def test_pick_makes_no_difference_verdicts(table, within, verdict):
     both, a_only, b_only, _ = table
     low, high = newcombe(*table)
     assert (low > 0 or high < 0) == (verdict == REFUTED)
     assert (-TOL <= low and high <= TOL) == within
     n = sum(table)
-    figures = FakeFigures({MOST: (n, both + a_only), FEWEST: (n, both + b_only)},
-                          pairs={(MOST, FEWEST): table})
+    figures = FakeFigures(
+        {MOST: (n, both + a_only), FEWEST: (n, both + b_only)}, pairs={(MOST, FEWEST): table}
+    )
     claim = claims.pick_makes_no_difference(figures)
     assert claim.verdict == verdict and claim.needs is None
     assert claim.interval == (low, high) and claim.figure == pytest.approx((a_only - b_only) / n)
@@ -344,24 +410,30 @@ def test_pick_makes_no_difference_verdicts(table, within, verdict):
 def test_pick_makes_no_difference_compares_the_best_with_the_worst():
     # Rates: clockwise 0.5, most 0.6, fewest 0.4: the pair is most minus fewest (refuted, as
     # above), whatever clockwise's tables say; the pair's table is stored either way round.
-    figures = FakeFigures({CLOCKWISE: (1000, 500), FEWEST: (1000, 400), MOST: (1000, 600)},
-                          pairs={(FEWEST, MOST): (350, 50, 250, 350),
-                                 (CLOCKWISE, MOST): (500, 0, 100, 400)})
+    figures = FakeFigures(
+        {CLOCKWISE: (1000, 500), FEWEST: (1000, 400), MOST: (1000, 600)},
+        pairs={(FEWEST, MOST): (350, 50, 250, 350), (CLOCKWISE, MOST): (500, 0, 100, 400)},
+    )
     claim = claims.pick_makes_no_difference(figures)
     assert claim.verdict == REFUTED and claim.figure == pytest.approx(0.2)
     assert claim.basis == f"cells {MOST.label} and {FEWEST.label}, paired deal by deal"
     assert claim.detail == ["all: most 60.00%, clockwise 50.00%, fewest 40.00%"]
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((0.0, 0.004), CONFIRMED),  # an end at 0 does not exclude 0; within +-0.005
-    ((-TOL, TOL), CONFIRMED),  # exactly +-0.005: within
-    ((0.0, 0.006), INCONCLUSIVE),  # holds 0, reaches past +0.005
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((0.0, 0.004), CONFIRMED),  # an end at 0 does not exclude 0; within +-0.005
+        ((-TOL, TOL), CONFIRMED),  # exactly +-0.005: within
+        ((0.0, 0.006), INCONCLUSIVE),  # holds 0, reaches past +0.005
+    ],
+)
 def test_pick_makes_no_difference_interval_at_the_bounds(interval, verdict):
-    figures = FakeFigures({MOST: (1000, 110), FEWEST: (1000, 110)},
-                          pairs={(MOST, FEWEST): (100, 10, 10, 880)},
-                          intervals={(MOST, FEWEST): interval})
+    figures = FakeFigures(
+        {MOST: (1000, 110), FEWEST: (1000, 110)},
+        pairs={(MOST, FEWEST): (100, 10, 10, 880)},
+        intervals={(MOST, FEWEST): interval},
+    )
     assert claims.pick_makes_no_difference(figures).verdict == verdict
 
 
@@ -373,12 +445,18 @@ def test_pick_makes_no_difference_no_deals():
 
 
 def test_pick_makes_no_difference_needs_two_paired_cells():
-    for cells in ({}, {MOST: (1000, 600)}, {MOST: (1000, 600), watch("informed", "up"): (1000, 900)}):
+    for cells in (
+        {},
+        {MOST: (1000, 600)},
+        {MOST: (1000, 600), watch("informed", "up"): (1000, 900)},
+    ):
         claim = claims.pick_makes_no_difference(FakeFigures(cells))
         assert needs_and_inconclusive(claim) and "at least two cells watch" in claim.needs
     # Two cells, but in different deal orders: never paired.
     fewest_packets = watch("fewest", order="packets")
-    claim = claims.pick_makes_no_difference(FakeFigures({MOST: (1000, 600), fewest_packets: (1000, 400)}))
+    claim = claims.pick_makes_no_difference(
+        FakeFigures({MOST: (1000, 600), fewest_packets: (1000, 400)})
+    )
     assert needs_and_inconclusive(claim) and claim.needs == "both cells in one deal order"
 
 
@@ -387,20 +465,30 @@ def test_pick_makes_no_difference_needs_two_paired_cells():
 RANDOM = watch("random")
 
 
-@pytest.mark.parametrize("wins, n, verdict", [
-    (600, 1000, CONFIRMED),  # Wilson [0.548, 0.650]: lower end above 1/2
-    (400, 1000, REFUTED),  # Wilson [0.350, 0.452]: upper end below 1/2
-    (520, 1000, INCONCLUSIVE),  # Wilson [0.468, 0.571] holds 1/2
-    (500, 1000, INCONCLUSIVE),  # exactly 1/2: Wilson [0.448, 0.552]
-])
+@pytest.mark.parametrize(
+    "wins, n, verdict",
+    [
+        (600, 1000, CONFIRMED),  # Wilson [0.548, 0.650]: lower end above 1/2
+        (400, 1000, REFUTED),  # Wilson [0.350, 0.452]: upper end below 1/2
+        (520, 1000, INCONCLUSIVE),  # Wilson [0.468, 0.571] holds 1/2
+        (500, 1000, INCONCLUSIVE),  # exactly 1/2: Wilson [0.448, 0.552]
+    ],
+)
 def test_near_misses_come_home_verdicts(wins, n, verdict):
     low, high = wilson(wins, n)
     assert (low > 0.5, high < 0.5) == (verdict == CONFIRMED, verdict == REFUTED)
     # The near misses, split over 1..3 cards down, with deals at 0 and 4 down that are not
     # near misses (all won at 0, none at 4: counted, either would move the figure).
-    split = {1: (n // 2, wins // 2), 2: (n // 4, wins // 4), 3: (n - n // 2 - n // 4, wins - wins // 2 - wins // 4),
-             0: (5000, 5000), 4: (5000, 0)}
-    claim = claims.near_misses_come_home(FakeFigures({RANDOM: (20_000, 9000)}, down={RANDOM: split}))
+    split = {
+        1: (n // 2, wins // 2),
+        2: (n // 4, wins // 4),
+        3: (n - n // 2 - n // 4, wins - wins // 2 - wins // 4),
+        0: (5000, 5000),
+        4: (5000, 0),
+    }
+    claim = claims.near_misses_come_home(
+        FakeFigures({RANDOM: (20_000, 9000)}, down={RANDOM: split})
+    )
     assert claim.verdict == verdict and claim.needs is None
     assert claim.figure == wins / n and claim.interval == (low, high)
     assert claim.exact is not None  # the exact value is shown; the verdict does not use it
@@ -409,8 +497,10 @@ def test_near_misses_come_home_verdicts(wins, n, verdict):
 def test_near_misses_come_home_reads_the_random_pick_first():
     # random's 400/1000 (refuted) decides, not clockwise's or most's 600/1000 (confirmed on
     # their own), though clockwise comes first in rules.COUNT_STRATEGIES.
-    figures = FakeFigures({CLOCKWISE: (9000, 5000), MOST: (9000, 5000), RANDOM: (9000, 4000)},
-                          down={CLOCKWISE: {2: (1000, 600)}, MOST: {2: (1000, 600)}, RANDOM: {2: (1000, 400)}})
+    figures = FakeFigures(
+        {CLOCKWISE: (9000, 5000), MOST: (9000, 5000), RANDOM: (9000, 4000)},
+        down={CLOCKWISE: {2: (1000, 600)}, MOST: {2: (1000, 600)}, RANDOM: {2: (1000, 400)}},
+    )
     claim = claims.near_misses_come_home(figures)
     assert claim.verdict == REFUTED and claim.basis.startswith(f"cell {RANDOM.label}")
     assert claim.detail[-1] == "other picks: clockwise 60.00% of 1,000, most 60.00% of 1,000"
@@ -423,7 +513,9 @@ def test_near_misses_come_home_reads_the_random_pick_first():
 def test_near_misses_come_home_interval_at_the_bound(monkeypatch):
     # A lower end at 1/2 is not above it: inconclusive.
     fixed_interval(monkeypatch, (0.5, 0.6))
-    claim = claims.near_misses_come_home(FakeFigures({RANDOM: (9000, 5000)}, down={RANDOM: {2: (1000, 550)}}))
+    claim = claims.near_misses_come_home(
+        FakeFigures({RANDOM: (9000, 5000)}, down={RANDOM: {2: (1000, 550)}})
+    )
     assert claim.verdict == INCONCLUSIVE
 
 
@@ -448,24 +540,37 @@ def facts_rows(by_unvisited: dict[int, tuple[int, int]], kings_at_bottom: int = 
     {unvisited: (deals, wins)}."""
     rows = []
     for unvisited, (deals, wins) in sorted(by_unvisited.items()):
-        rows += [(True, kings_at_bottom, unvisited, wins), (False, kings_at_bottom, unvisited, deals - wins)]
+        rows += [
+            (True, kings_at_bottom, unvisited, wins),
+            (False, kings_at_bottom, unvisited, deals - wins),
+        ]
     return STANDARD, [row for row in rows if row[3]]
 
 
-@pytest.mark.parametrize("wins, n, verdict", [
-    (0, 2000, CONFIRMED),  # Wilson [0, 0.0054]: upper end below 1%
-    (100, 2000, REFUTED),  # Wilson [0.0362, 0.0686]: lower end above 1%
-    (2, 200, INCONCLUSIVE),  # Wilson [0.0014, 0.0690] holds 1%
-    (10, 1000, INCONCLUSIVE),  # exactly 1%: Wilson [0.0037, 0.0268]
-])
+@pytest.mark.parametrize(
+    "wins, n, verdict",
+    [
+        (0, 2000, CONFIRMED),  # Wilson [0, 0.0054]: upper end below 1%
+        (100, 2000, REFUTED),  # Wilson [0.0362, 0.0686]: lower end above 1%
+        (2, 200, INCONCLUSIVE),  # Wilson [0.0014, 0.0690] holds 1%
+        (10, 1000, INCONCLUSIVE),  # exactly 1%: Wilson [0.0037, 0.0268]
+    ],
+)
 def test_unvisited_by_third_king_verdicts(wins, n, verdict):
     low, high = wilson(wins, n)
     assert (high < claims.LOST, low > claims.LOST) == (verdict == CONFIRMED, verdict == REFUTED)
     # The deals with 2 or more hour piles unvisited, split over 2, 3 and 5; those with 0 or 1
     # unvisited (half of them won) are not the claim's.
-    split = {2: (n // 2, wins // 2), 3: (n // 4, wins // 4), 5: (n - n // 2 - n // 4, wins - wins // 2 - wins // 4),
-             0: (4000, 2000), 1: (4000, 2000)}
-    claim = claims.unvisited_by_third_king(FakeFigures({STANDARD: (8000 + n, 4000 + wins)}, facts=facts_rows(split)))
+    split = {
+        2: (n // 2, wins // 2),
+        3: (n // 4, wins // 4),
+        5: (n - n // 2 - n // 4, wins - wins // 2 - wins // 4),
+        0: (4000, 2000),
+        1: (4000, 2000),
+    }
+    claim = claims.unvisited_by_third_king(
+        FakeFigures({STANDARD: (8000 + n, 4000 + wins)}, facts=facts_rows(split))
+    )
     assert claim.verdict == verdict and claim.needs is None
     assert claim.figure == wins / n and claim.interval == (low, high)
     assert claim.basis.startswith(f"cell {STANDARD.label}, every deal")
@@ -481,7 +586,9 @@ def test_unvisited_by_third_king_interval_at_the_bound(monkeypatch, interval):
 
 
 def test_unvisited_by_third_king_no_such_deals():
-    claim = claims.unvisited_by_third_king(FakeFigures(facts=facts_rows({0: (1000, 500), 1: (1000, 100)})))
+    claim = claims.unvisited_by_third_king(
+        FakeFigures(facts=facts_rows({0: (1000, 500), 1: (1000, 100)}))
+    )
     assert claim.verdict == INCONCLUSIVE and claim.figure is None and claim.needs is None
 
 
@@ -493,7 +600,10 @@ def test_unvisited_by_third_king_from_the_replay():
     replay = replay_of(won, unvisited, [1] * 3000, checked=3000)
     claim = claims.unvisited_by_third_king(FakeFigures(replay=replay))
     assert claim.verdict == CONFIRMED and claim.figure == 0.0
-    assert claim.basis == replay.describe() and "agree with the sweep's records on 3,000 of 3,000" in claim.basis
+    assert (
+        claim.basis == replay.describe()
+        and "agree with the sweep's records on 3,000 of 3,000" in claim.basis
+    )
 
 
 def test_unvisited_by_third_king_distrusts_a_replay_that_disagrees():
@@ -504,8 +614,11 @@ def test_unvisited_by_third_king_distrusts_a_replay_that_disagrees():
 
 
 def test_unvisited_by_third_king_needs_facts_or_a_replay():
-    for figures in (FakeFigures(), FakeFigures(replay=replay_of([], [], [])),
-                    FakeFigures(replay_note="no replay (--replay 0)")):
+    for figures in (
+        FakeFigures(),
+        FakeFigures(replay=replay_of([], [], [])),
+        FakeFigures(replay_note="no replay (--replay 0)"),
+    ):
         claim = claims.unvisited_by_third_king(figures)
         assert needs_and_inconclusive(claim) and "standard cell" in claim.needs
         assert claim.basis == (figures.replay_note or "no standard cell and no replay")
@@ -517,15 +630,23 @@ def test_unvisited_by_third_king_needs_facts_or_a_replay():
 def king_rows(deals: int, wins: int):
     """`deal_facts` rows: ``deals`` deals without a king at an hour bottom, ``wins`` of them
     won, beside 10,000 deals with kings at the bottom (1,000 won) that are not the claim's."""
-    rows = [(True, 0, 0, wins), (False, 0, 0, deals - wins), (True, 2, 0, 1000), (False, 2, 0, 9000)]
+    rows = [
+        (True, 0, 0, wins),
+        (False, 0, 0, deals - wins),
+        (True, 2, 0, 1000),
+        (False, 2, 0, 9000),
+    ]
     return STANDARD, [row for row in rows if row[3]]
 
 
-@pytest.mark.parametrize("wins, n, verdict", [
-    (1, 5000, REFUTED),  # one win among them refutes
-    (0, 985, CONFIRMED),  # Clopper-Pearson [0, 0.0076870]: upper end below 1/130 = 0.0076923
-    (0, 984, INCONCLUSIVE),  # [0, 0.0076947]: one deal fewer and the upper end is above 1/130
-])
+@pytest.mark.parametrize(
+    "wins, n, verdict",
+    [
+        (1, 5000, REFUTED),  # one win among them refutes
+        (0, 985, CONFIRMED),  # Clopper-Pearson [0, 0.0076870]: upper end below 1/130 = 0.0076923
+        (0, 984, INCONCLUSIVE),  # [0, 0.0076947]: one deal fewer and the upper end is above 1/130
+    ],
+)
 def test_no_win_without_king_bottom_verdicts(wins, n, verdict):
     low, high = clopper_pearson(wins, n)
     if not wins:
@@ -539,7 +660,10 @@ def test_no_win_without_king_bottom_verdicts(wins, n, verdict):
 def test_no_win_without_king_bottom_interval_at_the_bound(monkeypatch):
     # An upper end at 1/130 is not below it: inconclusive.
     fixed_interval(monkeypatch, (0.0, 1 / 130))
-    assert claims.no_win_without_king_bottom(FakeFigures(facts=king_rows(5000, 0))).verdict == INCONCLUSIVE
+    assert (
+        claims.no_win_without_king_bottom(FakeFigures(facts=king_rows(5000, 0))).verdict
+        == INCONCLUSIVE
+    )
 
 
 def test_no_win_without_king_bottom_no_such_deals():
@@ -551,7 +675,9 @@ def test_no_win_without_king_bottom_from_the_replay():
     # 1000 replayed deals without a king at the bottom, one of them won: refuted.
     replay = replay_of([True] + [False] * 999 + [True] * 50, [0] * 1050, [0] * 1000 + [3] * 50)
     claim = claims.no_win_without_king_bottom(FakeFigures(replay=replay))
-    assert claim.verdict == REFUTED and claim.figure == 1 / 1000 and claim.basis == replay.describe()
+    assert (
+        claim.verdict == REFUTED and claim.figure == 1 / 1000 and claim.basis == replay.describe()
+    )
 
 
 def test_no_win_without_king_bottom_needs_facts_or_a_replay():
@@ -562,29 +688,40 @@ def test_no_win_without_king_bottom_needs_facts_or_a_replay():
 # --- thirteen_losses_ordinary ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("clean, blocks, verdict", [
-    (300, 1000, CONFIRMED),  # Wilson [0.2547, 0.3496]: lower end at least 5%
-    (10, 1000, REFUTED),  # Wilson [0.0037, 0.0268]: upper end below 5%
-    (5, 100, INCONCLUSIVE),  # Wilson [0.0129, 0.1750] holds 5%
-    (50, 1000, INCONCLUSIVE),  # exactly 5%: Wilson [0.0318, 0.0779]
-])
+@pytest.mark.parametrize(
+    "clean, blocks, verdict",
+    [
+        (300, 1000, CONFIRMED),  # Wilson [0.2547, 0.3496]: lower end at least 5%
+        (10, 1000, REFUTED),  # Wilson [0.0037, 0.0268]: upper end below 5%
+        (5, 100, INCONCLUSIVE),  # Wilson [0.0129, 0.1750] holds 5%
+        (50, 1000, INCONCLUSIVE),  # exactly 5%: Wilson [0.0318, 0.0779]
+    ],
+)
 def test_thirteen_losses_ordinary_verdicts(clean, blocks, verdict):
     low, high = wilson(clean, blocks)
-    assert (low >= claims.ORDINARY, high < claims.ORDINARY) == (verdict == CONFIRMED, verdict == REFUTED)
-    claim = claims.thirteen_losses_ordinary(FakeFigures({STANDARD: (13 * blocks, blocks)},
-                                                        blocks={STANDARD: (blocks, clean)}))
+    assert (low >= claims.ORDINARY, high < claims.ORDINARY) == (
+        verdict == CONFIRMED,
+        verdict == REFUTED,
+    )
+    claim = claims.thirteen_losses_ordinary(
+        FakeFigures({STANDARD: (13 * blocks, blocks)}, blocks={STANDARD: (blocks, clean)})
+    )
     assert claim.verdict == verdict and claim.needs is None
     assert claim.figure == clean / blocks and claim.interval == (low, high)
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((0.05, 0.06), CONFIRMED),  # "at least 5%": a lower end at 5% confirms
-    ((0.04, 0.05), INCONCLUSIVE),  # an upper end at 5% is not below it
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((0.05, 0.06), CONFIRMED),  # "at least 5%": a lower end at 5% confirms
+        ((0.04, 0.05), INCONCLUSIVE),  # an upper end at 5% is not below it
+    ],
+)
 def test_thirteen_losses_ordinary_interval_at_the_bound(monkeypatch, interval, verdict):
     fixed_interval(monkeypatch, interval)
-    claim = claims.thirteen_losses_ordinary(FakeFigures({STANDARD: (13_000, 1000)},
-                                                        blocks={STANDARD: (1000, 50)}))
+    claim = claims.thirteen_losses_ordinary(
+        FakeFigures({STANDARD: (13_000, 1000)}, blocks={STANDARD: (1000, 50)})
+    )
     assert claim.verdict == verdict
 
 
@@ -595,16 +732,22 @@ def test_thirteen_losses_ordinary_no_blocks():
 
 
 def test_thirteen_losses_ordinary_which_cell_and_mode():
-    figures = FakeFigures({PLAY_OUT: (13_000, 1000)}, mode="summary", blocks={PLAY_OUT: (1000, 300)})
+    figures = FakeFigures(
+        {PLAY_OUT: (13_000, 1000)}, mode="summary", blocks={PLAY_OUT: (1000, 300)}
+    )
     claim = claims.thirteen_losses_ordinary(figures)
     assert claim.verdict == CONFIRMED and claim.basis.startswith(f"cell {PLAY_OUT.label}")
     assert "counted per batch in the summary records" in claim.basis
-    claim = claims.thirteen_losses_ordinary(FakeFigures({STANDARD: (13_000, 1000)}, blocks={STANDARD: (1000, 300)}))
+    claim = claims.thirteen_losses_ordinary(
+        FakeFigures({STANDARD: (13_000, 1000)}, blocks={STANDARD: (1000, 300)})
+    )
     assert "per-deal rows" in claim.basis
 
 
 def test_thirteen_losses_ordinary_needs_a_standard_cell():
-    claim = claims.thirteen_losses_ordinary(FakeFigures({MOST: (13_000, 1000)}, blocks={MOST: (1000, 300)}))
+    claim = claims.thirteen_losses_ordinary(
+        FakeFigures({MOST: (13_000, 1000)}, blocks={MOST: (1000, 300)})
+    )
     assert needs_and_inconclusive(claim) and claim.needs == "a standard cell"
 
 
@@ -616,20 +759,26 @@ INFORMED = watch("informed", "up")
 def foresight_figures(table, blind=MOST, informed=INFORMED, **kwargs):
     """The informed cell and a blind one, paired by ``table`` (both, a_only, b_only, neither)."""
     n = sum(table)
-    return FakeFigures({informed: (n, table[0] + table[1]), blind: (n, table[0] + table[2])},
-                       pairs={(informed, blind): table}, **kwargs)
+    return FakeFigures(
+        {informed: (n, table[0] + table[1]), blind: (n, table[0] + table[2])},
+        pairs={(informed, blind): table},
+        **kwargs,
+    )
 
 
-@pytest.mark.parametrize("table, verdict", [
-    # informed 700 vs most 300 of 1000: Newcombe [0.347, 0.448] lies above 0.
-    ((300, 400, 0, 300), REFUTED),
-    # [-0.00047, +0.00047] within +-0.005 (as for pick_makes_no_difference).
-    ((10_000, 100, 100, 89_800), CONFIRMED),
-    # [-0.0169, +0.0169] holds 0, wider than +-0.005.
-    ((100, 10, 10, 880), INCONCLUSIVE),
-    # informed clearly worse, [-0.448, -0.347]: not above 0, not within +-0.005.
-    ((300, 0, 400, 300), INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "table, verdict",
+    [
+        # informed 700 vs most 300 of 1000: Newcombe [0.347, 0.448] lies above 0.
+        ((300, 400, 0, 300), REFUTED),
+        # [-0.00047, +0.00047] within +-0.005 (as for pick_makes_no_difference).
+        ((10_000, 100, 100, 89_800), CONFIRMED),
+        # [-0.0169, +0.0169] holds 0, wider than +-0.005.
+        ((100, 10, 10, 880), INCONCLUSIVE),
+        # informed clearly worse, [-0.448, -0.347]: not above 0, not within +-0.005.
+        ((300, 0, 400, 300), INCONCLUSIVE),
+    ],
+)
 def test_foresight_no_agency_verdicts(table, verdict):
     low, high = newcombe(*table)
     assert (low > 0) == (verdict == REFUTED)
@@ -639,11 +788,14 @@ def test_foresight_no_agency_verdicts(table, verdict):
     assert claim.basis == f"cells {INFORMED.label} and {MOST.label}, paired deal by deal"
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((0.0, 0.004), CONFIRMED),  # a lower end at 0 is not above 0; within +-0.005
-    ((-TOL, TOL), CONFIRMED),  # exactly +-0.005: within
-    ((0.0, 0.006), INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((0.0, 0.004), CONFIRMED),  # a lower end at 0 is not above 0; within +-0.005
+        ((-TOL, TOL), CONFIRMED),  # exactly +-0.005: within
+        ((0.0, 0.006), INCONCLUSIVE),
+    ],
+)
 def test_foresight_no_agency_interval_at_the_bounds(interval, verdict):
     figures = foresight_figures((100, 10, 10, 880), intervals={(INFORMED, MOST): interval})
     assert claims.foresight_no_agency(figures).verdict == verdict
@@ -652,42 +804,65 @@ def test_foresight_no_agency_interval_at_the_bounds(interval, verdict):
 def test_foresight_no_agency_against_the_best_blind_strategy():
     # Blind rates: clockwise 0.2, most 0.3: the pair is informed vs most (refuted, as above);
     # against clockwise it would be within tolerance.
-    figures = FakeFigures({INFORMED: (1000, 700), CLOCKWISE: (1000, 200), MOST: (1000, 300)},
-                          pairs={(INFORMED, MOST): (300, 400, 0, 300),
-                                 (INFORMED, CLOCKWISE): (10_000, 100, 100, 89_800)})
+    figures = FakeFigures(
+        {INFORMED: (1000, 700), CLOCKWISE: (1000, 200), MOST: (1000, 300)},
+        pairs={
+            (INFORMED, MOST): (300, 400, 0, 300),
+            (INFORMED, CLOCKWISE): (10_000, 100, 100, 89_800),
+        },
+    )
     claim = claims.foresight_no_agency(figures)
-    assert claim.verdict == REFUTED and claim.basis == f"cells {INFORMED.label} and {MOST.label}, paired deal by deal"
+    assert (
+        claim.verdict == REFUTED
+        and claim.basis == f"cells {INFORMED.label} and {MOST.label}, paired deal by deal"
+    )
 
 
 def test_foresight_no_agency_first_rescue_decides():
     # watch (confirmed numbers) comes before one_swap (refuted numbers); one_swap is detail.
     swap_informed, swap_most = one_swap("informed", "up"), one_swap("most")
-    figures = FakeFigures({swap_informed: (1000, 700), swap_most: (1000, 300),
-                           INFORMED: (100_000, 10_100), MOST: (100_000, 10_100)},
-                          pairs={(swap_informed, swap_most): (300, 400, 0, 300),
-                                 (INFORMED, MOST): (10_000, 100, 100, 89_800)})
+    figures = FakeFigures(
+        {
+            swap_informed: (1000, 700),
+            swap_most: (1000, 300),
+            INFORMED: (100_000, 10_100),
+            MOST: (100_000, 10_100),
+        },
+        pairs={
+            (swap_informed, swap_most): (300, 400, 0, 300),
+            (INFORMED, MOST): (10_000, 100, 100, 89_800),
+        },
+    )
     claim = claims.foresight_no_agency(figures)
     assert claim.verdict == CONFIRMED and claim.basis.startswith(f"cells {INFORMED.label}")
-    assert claim.detail[0].startswith("one_swap: informed (face up) 70.00% vs most (face down) 30.00%")
+    assert claim.detail[0].startswith(
+        "one_swap: informed (face up) 70.00% vs most (face down) 30.00%"
+    )
 
 
 def test_foresight_no_agency_exchange_pairs_by_depth():
     # exchange at the top, informed vs most: refuted; most at the bottom is not its pair.
     informed = exchange("informed", "top", "up")
     most_top, most_bottom = exchange("most", "top"), exchange("most", "bottom")
-    figures = FakeFigures({informed: (1000, 700), most_top: (1000, 300), most_bottom: (1000, 600)},
-                          pairs={(informed, most_top): (300, 400, 0, 300)})
+    figures = FakeFigures(
+        {informed: (1000, 700), most_top: (1000, 300), most_bottom: (1000, 600)},
+        pairs={(informed, most_top): (300, 400, 0, 300)},
+    )
     claim = claims.foresight_no_agency(figures)
     assert claim.verdict == REFUTED and claim.figure_text.startswith("exchange top: informed")
 
 
 def test_foresight_no_agency_notes_standard_play():
     # Standard play has no choice: its two finales are only compared in the detail.
-    figures = FakeFigures({INFORMED: (1000, 700), MOST: (1000, 300), STANDARD: (1000, 77),
-                           STANDARD_UP: (1000, 77)},
-                          pairs={(INFORMED, MOST): (300, 400, 0, 300), (STANDARD_UP, STANDARD): (77, 0, 0, 923)})
+    figures = FakeFigures(
+        {INFORMED: (1000, 700), MOST: (1000, 300), STANDARD: (1000, 77), STANDARD_UP: (1000, 77)},
+        pairs={(INFORMED, MOST): (300, 400, 0, 300), (STANDARD_UP, STANDARD): (77, 0, 0, 923)},
+    )
     claim = claims.foresight_no_agency(figures)
-    assert claim.detail[-1] == "standard play, face up vs face down: 0 of 1,000 deals differ (no choice to make)"
+    assert (
+        claim.detail[-1]
+        == "standard play, face up vs face down: 0 of 1,000 deals differ (no choice to make)"
+    )
 
 
 def test_foresight_no_agency_no_deals():
@@ -714,47 +889,71 @@ def test_foresight_no_agency_needs_a_pair():
 def order_figures(table, a=STANDARD, b=STANDARD_PACKETS, pairs=None, **kwargs):
     """Cells a and b, paired by ``table`` (both, a_only, b_only, neither), and ``pairs`` besides."""
     n = sum(table)
-    return FakeFigures({a: (n, table[0] + table[1]), b: (n, table[0] + table[2])},
-                       pairs={(a, b): table, **(pairs or {})}, **kwargs)
+    return FakeFigures(
+        {a: (n, table[0] + table[1]), b: (n, table[0] + table[2])},
+        pairs={(a, b): table, **(pairs or {})},
+        **kwargs,
+    )
 
 
-@pytest.mark.parametrize("table, verdict", [
-    ((10_000, 100, 100, 89_800), CONFIRMED),  # [-0.00047, +0.00047] within +-0.005
-    ((350, 250, 50, 350), REFUTED),  # [0.146, 0.252] excludes 0
-    ((100, 10, 10, 880), INCONCLUSIVE),  # [-0.0169, +0.0169] holds 0, wider than +-0.005
-])
+@pytest.mark.parametrize(
+    "table, verdict",
+    [
+        ((10_000, 100, 100, 89_800), CONFIRMED),  # [-0.00047, +0.00047] within +-0.005
+        ((350, 250, 50, 350), REFUTED),  # [0.146, 0.252] excludes 0
+        ((100, 10, 10, 880), INCONCLUSIVE),  # [-0.0169, +0.0169] holds 0, wider than +-0.005
+    ],
+)
 def test_deal_order_no_change_verdicts(table, verdict):
     low, high = newcombe(*table)
-    assert (low > 0 or high < 0, -TOL <= low and high <= TOL) == (verdict == REFUTED, verdict == CONFIRMED)
+    assert (low > 0 or high < 0, -TOL <= low and high <= TOL) == (
+        verdict == REFUTED,
+        verdict == CONFIRMED,
+    )
     claim = claims.deal_order_no_change(order_figures(table))
     assert claim.verdict == verdict and claim.needs is None and claim.interval == (low, high)
-    assert claim.basis == f"cells {STANDARD.label} and {STANDARD_PACKETS.label}, paired by deal number"
+    assert (
+        claim.basis == f"cells {STANDARD.label} and {STANDARD_PACKETS.label}, paired by deal number"
+    )
     assert claim.detail == ["other cells whose two deal orders differ beyond chance: none"]
 
 
-@pytest.mark.parametrize("interval, verdict", [
-    ((-TOL, TOL), CONFIRMED), ((0.0, 0.004), CONFIRMED), ((-0.006, 0.0), INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "interval, verdict",
+    [
+        ((-TOL, TOL), CONFIRMED),
+        ((0.0, 0.004), CONFIRMED),
+        ((-0.006, 0.0), INCONCLUSIVE),
+    ],
+)
 def test_deal_order_no_change_interval_at_the_bounds(interval, verdict):
     figures = order_figures((100, 10, 10, 880), intervals={(STANDARD, STANDARD_PACKETS): interval})
     assert claims.deal_order_no_change(figures).verdict == verdict
 
 
 def test_deal_order_no_change_play_out_stands_in():
-    claim = claims.deal_order_no_change(order_figures((350, 250, 50, 350), PLAY_OUT, Cell("play_out", order="packets")))
+    claim = claims.deal_order_no_change(
+        order_figures((350, 250, 50, 350), PLAY_OUT, Cell("play_out", order="packets"))
+    )
     assert claim.verdict == REFUTED and claim.basis.startswith(f"cells {PLAY_OUT.label}")
 
 
 def test_deal_order_no_change_lists_other_cells_that_differ():
     most_packets = watch("most", order="packets")
-    figures = order_figures((10_000, 100, 100, 89_800), pairs={
-        (MOST, most_packets): (350, 250, 50, 350),  # [0.146, 0.252]: beyond chance
-        (FEWEST, watch("fewest", order="packets")): (100, 10, 10, 880)})  # holds 0: not listed
+    figures = order_figures(
+        (10_000, 100, 100, 89_800),
+        pairs={
+            (MOST, most_packets): (350, 250, 50, 350),  # [0.146, 0.252]: beyond chance
+            (FEWEST, watch("fewest", order="packets")): (100, 10, 10, 880),
+        },
+    )  # holds 0: not listed
     for cell in (MOST, most_packets, FEWEST, watch("fewest", order="packets")):
         figures.cells[cell] = FakeCell(1000, 500)
     claim = claims.deal_order_no_change(figures)
     assert claim.verdict == CONFIRMED
-    assert claim.detail == [f"other cells whose two deal orders differ beyond chance: {MOST.label}: +20.00 points"]
+    assert claim.detail == [
+        f"other cells whose two deal orders differ beyond chance: {MOST.label}: +20.00 points"
+    ]
 
 
 def test_deal_order_no_change_no_deals():
@@ -763,10 +962,14 @@ def test_deal_order_no_change_no_deals():
 
 
 def test_deal_order_no_change_needs_both_orders():
-    for cells in ({}, {STANDARD: (1000, 77)}, {STANDARD_PACKETS: (1000, 77)},
-                  # face-up cells do not stand in here
-                  {STANDARD_UP: (1000, 77), Cell(finale="up", order="packets"): (1000, 77)},
-                  {MOST: (1000, 500), watch("most", order="packets"): (1000, 500)}):
+    for cells in (
+        {},
+        {STANDARD: (1000, 77)},
+        {STANDARD_PACKETS: (1000, 77)},
+        # face-up cells do not stand in here
+        {STANDARD_UP: (1000, 77), Cell(finale="up", order="packets"): (1000, 77)},
+        {MOST: (1000, 500), watch("most", order="packets"): (1000, 500)},
+    ):
         claim = claims.deal_order_no_change(FakeFigures(cells))
         assert needs_and_inconclusive(claim) and "packets" in claim.needs
 
@@ -774,15 +977,21 @@ def test_deal_order_no_change_needs_both_orders():
 # --- won_deal_52_flips ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("wins, at_52, verdict", [
-    (100, 99, REFUTED),  # one win turned another number of cards
-    (100, 100, CONFIRMED),  # every one at 52, exactly MIN_WINS_52 = 100 wins
-    (99, 99, INCONCLUSIVE),  # every one at 52, but fewer than 100 wins
-    (0, 0, INCONCLUSIVE),  # no win at all
-])
+@pytest.mark.parametrize(
+    "wins, at_52, verdict",
+    [
+        (100, 99, REFUTED),  # one win turned another number of cards
+        (100, 100, CONFIRMED),  # every one at 52, exactly MIN_WINS_52 = 100 wins
+        (99, 99, INCONCLUSIVE),  # every one at 52, but fewer than 100 wins
+        (0, 0, INCONCLUSIVE),  # no win at all
+    ],
+)
 def test_won_deal_52_flips_verdicts(wins, at_52, verdict):
-    figures = FakeFigures({STANDARD: (10_000, wins)}, turned={STANDARD: (wins, at_52)},
-                          rescued=["watch 5 wins at 40 cards"])
+    figures = FakeFigures(
+        {STANDARD: (10_000, wins)},
+        turned={STANDARD: (wins, at_52)},
+        rescued=["watch 5 wins at 40 cards"],
+    )
     claim = claims.won_deal_52_flips(figures)
     assert claim.verdict == verdict and claim.needs is None
     if wins:
@@ -795,12 +1004,16 @@ def test_won_deal_52_flips_verdicts(wins, at_52, verdict):
 
 def test_won_deal_52_flips_counts_one_finale_and_every_order():
     # The two finales play the same deals: 60 wins counted once are fewer than 100.
-    figures = FakeFigures({STANDARD: (1000, 60), STANDARD_UP: (1000, 60)},
-                          turned={STANDARD: (60, 60), STANDARD_UP: (60, 60)})
+    figures = FakeFigures(
+        {STANDARD: (1000, 60), STANDARD_UP: (1000, 60)},
+        turned={STANDARD: (60, 60), STANDARD_UP: (60, 60)},
+    )
     assert claims.won_deal_52_flips(figures).verdict == INCONCLUSIVE
     # The two deal orders play other deals: 60 + 60 = 120 wins, all at 52.
-    figures = FakeFigures({STANDARD: (1000, 60), STANDARD_PACKETS: (1000, 60)},
-                          turned={STANDARD: (60, 60), STANDARD_PACKETS: (60, 60)})
+    figures = FakeFigures(
+        {STANDARD: (1000, 60), STANDARD_PACKETS: (1000, 60)},
+        turned={STANDARD: (60, 60), STANDARD_PACKETS: (60, 60)},
+    )
     assert claims.won_deal_52_flips(figures).verdict == CONFIRMED
     # With face-up cells only, they are counted.
     figures = FakeFigures({STANDARD_UP: (1000, 100)}, turned={STANDARD_UP: (100, 100)})
@@ -808,22 +1021,29 @@ def test_won_deal_52_flips_counts_one_finale_and_every_order():
 
 
 def test_won_deal_52_flips_needs_a_standard_cell():
-    claim = claims.won_deal_52_flips(FakeFigures({PLAY_OUT: (1000, 77)}, turned={PLAY_OUT: (200, 200)}))
+    claim = claims.won_deal_52_flips(
+        FakeFigures({PLAY_OUT: (1000, 77)}, turned={PLAY_OUT: (200, 200)})
+    )
     assert needs_and_inconclusive(claim) and claim.needs == "a standard cell"
 
 
 # --- play_out_deaths ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("later, stray, verdict", [
-    (100, 0, REFUTED),  # no stray death among exactly MIN_LATER_DEATHS = 100 later deaths
-    (99, 0, INCONCLUSIVE),  # no stray death, but fewer than 100 later deaths
-    (100, 1, CONFIRMED),  # a death away from its predicted pile
-    (0, 1, CONFIRMED),
-])
+@pytest.mark.parametrize(
+    "later, stray, verdict",
+    [
+        (100, 0, REFUTED),  # no stray death among exactly MIN_LATER_DEATHS = 100 later deaths
+        (99, 0, INCONCLUSIVE),  # no stray death, but fewer than 100 later deaths
+        (100, 1, CONFIRMED),  # a death away from its predicted pile
+        (0, 1, CONFIRMED),
+    ],
+)
 def test_play_out_deaths_verdicts(later, stray, verdict):
     deals = 1000
-    claim = claims.play_out_deaths(FakeFigures({PLAY_OUT: (deals, 77)}, deaths={PLAY_OUT: (deals, later, stray)}))
+    claim = claims.play_out_deaths(
+        FakeFigures({PLAY_OUT: (deals, 77)}, deaths={PLAY_OUT: (deals, later, stray)})
+    )
     assert claim.verdict == verdict and claim.needs is None
     deaths = deals + later
     assert claim.figure == (deaths - stray) / deaths
@@ -837,13 +1057,17 @@ def test_play_out_deaths_no_deals():
 
 def test_play_out_deaths_counts_one_finale():
     # The two finales play the same deals: 60 later deaths counted once are fewer than 100.
-    figures = FakeFigures({PLAY_OUT: (1000, 77), PLAY_OUT_UP: (1000, 77)},
-                          deaths={PLAY_OUT: (1000, 60, 0), PLAY_OUT_UP: (1000, 60, 0)})
+    figures = FakeFigures(
+        {PLAY_OUT: (1000, 77), PLAY_OUT_UP: (1000, 77)},
+        deaths={PLAY_OUT: (1000, 60, 0), PLAY_OUT_UP: (1000, 60, 0)},
+    )
     assert claims.play_out_deaths(figures).verdict == INCONCLUSIVE
 
 
 def test_play_out_deaths_needs_a_play_out_cell():
-    claim = claims.play_out_deaths(FakeFigures({STANDARD: (1000, 77)}, deaths={STANDARD: (1000, 500, 0)}))
+    claim = claims.play_out_deaths(
+        FakeFigures({STANDARD: (1000, 77)}, deaths={STANDARD: (1000, 500, 0)})
+    )
     assert needs_and_inconclusive(claim) and claim.needs == "a play_out cell"
 
 
@@ -860,22 +1084,42 @@ def test_assess_on_no_cells_says_what_each_claim_needs():
 
 def test_assess_on_made_up_figures_gives_records():
     figures = FakeFigures(
-        {STANDARD: (100_000, 7692), STANDARD_PACKETS: (100_000, 7692), one_swap("most"): (1000, 400),
-         MOST: (1000, 600), FEWEST: (1000, 400), INFORMED: (1000, 700), PLAY_OUT: (1000, 77)},
-        pairs={(MOST, FEWEST): (350, 250, 50, 350), (INFORMED, MOST): (300, 400, 0, 300),
-               (STANDARD, STANDARD_PACKETS): (7600, 92, 92, 92_216)},
-        facts=facts_rows({2: (2000, 0), 0: (1000, 500)}), down={MOST: {1: (1000, 600)}},
-        blocks={STANDARD: (7692, 2300)}, turned={STANDARD: (15_384, 15_384)},
-        deaths={PLAY_OUT: (1000, 100, 0)})
+        {
+            STANDARD: (100_000, 7692),
+            STANDARD_PACKETS: (100_000, 7692),
+            one_swap("most"): (1000, 400),
+            MOST: (1000, 600),
+            FEWEST: (1000, 400),
+            INFORMED: (1000, 700),
+            PLAY_OUT: (1000, 77),
+        },
+        pairs={
+            (MOST, FEWEST): (350, 250, 50, 350),
+            (INFORMED, MOST): (300, 400, 0, 300),
+            (STANDARD, STANDARD_PACKETS): (7600, 92, 92, 92_216),
+        },
+        facts=facts_rows({2: (2000, 0), 0: (1000, 500)}),
+        down={MOST: {1: (1000, 600)}},
+        blocks={STANDARD: (7692, 2300)},
+        turned={STANDARD: (15_384, 15_384)},
+        deaths={PLAY_OUT: (1000, 100, 0)},
+    )
     verdicts = {claim.id: claim.verdict for claim in claims.assess(figures)}
     # Each as in that claim's own tests above; kings_at_bottom is 1 in every facts row, so
     # no_win_without_king_bottom has no deal to measure.
     assert verdicts == {
-        "one_in_13": CONFIRMED, "better_than_one_in_three": CONFIRMED,
-        "pick_makes_no_difference": REFUTED, "near_misses_come_home": CONFIRMED,
-        "unvisited_by_third_king": CONFIRMED, "no_win_without_king_bottom": INCONCLUSIVE,
-        "thirteen_losses_ordinary": CONFIRMED, "foresight_no_agency": REFUTED,
-        "deal_order_no_change": CONFIRMED, "won_deal_52_flips": CONFIRMED, "play_out_deaths": REFUTED}
+        "one_in_13": CONFIRMED,
+        "better_than_one_in_three": CONFIRMED,
+        "pick_makes_no_difference": REFUTED,
+        "near_misses_come_home": CONFIRMED,
+        "unvisited_by_third_king": CONFIRMED,
+        "no_win_without_king_bottom": INCONCLUSIVE,
+        "thirteen_losses_ordinary": CONFIRMED,
+        "foresight_no_agency": REFUTED,
+        "deal_order_no_change": CONFIRMED,
+        "won_deal_52_flips": CONFIRMED,
+        "play_out_deaths": REFUTED,
+    }
     low, high = newcombe(7600, 92, 92, 92_216)  # deal_order_no_change's pair: confirmed
     assert -TOL <= low <= 0 <= high <= TOL
     assert wilson(2300, 7692)[0] >= claims.ORDINARY  # thirteen_losses_ordinary: confirmed

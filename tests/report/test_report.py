@@ -35,21 +35,41 @@ from pipeline.sweep import task as shard_task
 REPLAY = 1500
 
 
-def write_results(where: Path, deals: int, shard_size: int, record: str,
-                  grid=sweep_config.FULL_GRID, seed: int = 31337) -> sweep_config.SweepConfig:
+def write_results(
+    where: Path,
+    deals: int,
+    shard_size: int,
+    record: str,
+    grid=sweep_config.FULL_GRID,
+    seed: int = 31337,
+) -> sweep_config.SweepConfig:
     """A results directory as `clocksweep run` writes it, the shards played in-process."""
-    config = sweep_config.from_dict({"name": "t", "seed": seed, "deals": deals,
-                                     "shard_size": shard_size, "record": record,
-                                     "output": str(where), "grid": grid})
+    config = sweep_config.from_dict(
+        {
+            "name": "t",
+            "seed": seed,
+            "deals": deals,
+            "shard_size": shard_size,
+            "record": record,
+            "output": str(where),
+            "grid": grid,
+        }
+    )
     location = Location(config.output)
     shards = sweep.plan(config)
     run = sweep.start_run_record(config, None, None, shards.count, 0)
     location.write_json(layout.RUN_FILE, run.to_json())
     manifest = records.Manifest(location, config.hash)
     for shard in shards:
-        job = shard_task.ShardJob(location=location, shard=shard, seed=config.seed,
-                             cells=tuple(config.cells), record=record,
-                             provenance=sweep.provenance(config), attempt=1)
+        job = shard_task.ShardJob(
+            location=location,
+            shard=shard,
+            seed=config.seed,
+            cells=tuple(config.cells),
+            record=record,
+            provenance=sweep.provenance(config),
+            attempt=1,
+        )
         manifest.commit(replace(shard_task.write_shard(job), node="test", attempts=1))
     manifest.flush()
     run.runs[-1].update(finished=sweep.now(), status="complete")
@@ -87,8 +107,9 @@ def test_summary_and_deals_records_give_identical_figures(deals_report, summary_
     assert a["comparisons"] == b["comparisons"]
     assert a["distributions"] == b["distributions"]
     assert a["hint_calibration"] == b["hint_calibration"]
-    assert [(c["id"], c["verdict"], c["figure"]) for c in a["claims"]] == \
-        [(c["id"], c["verdict"], c["figure"]) for c in b["claims"]]
+    assert [(c["id"], c["verdict"], c["figure"]) for c in a["claims"]] == [
+        (c["id"], c["verdict"], c["figure"]) for c in b["claims"]
+    ]
 
 
 def test_cells_hold_the_spec_fields(deals_report):
@@ -99,14 +120,17 @@ def test_cells_hold_the_spec_fields(deals_report):
         for key in ("n", "wins", "win_rate", "ci_low", "ci_high", "exact", "z"):
             assert key in cell
         assert cell["n"] == 3900 and 0 <= cell["ci_low"] <= cell["win_rate"] <= cell["ci_high"] <= 1
-        exact = figures.exact_win_of(Cell(cell["variant"], cell["strategy"], cell["finale"],
-                                         cell["order"], cell["depth"]))
+        exact = figures.exact_win_of(
+            Cell(cell["variant"], cell["strategy"], cell["finale"], cell["order"], cell["depth"])
+        )
         if exact is None:
             assert cell["exact"] is None and cell["z"] is None
         else:
             assert cell["exact"] == f"{exact.numerator}/{exact.denominator}"
-            assert cell["z"] == pytest.approx((cell["win_rate"] - float(exact))
-                                              / (float(exact) * (1 - float(exact)) / 3900) ** 0.5)
+            assert cell["z"] == pytest.approx(
+                (cell["win_rate"] - float(exact))
+                / (float(exact) * (1 - float(exact)) / 3900) ** 0.5
+            )
             assert abs(cell["z"]) < 4.5  # the kernel agrees with the exact values
 
 
@@ -116,12 +140,17 @@ def test_comparisons_are_paired_and_consistent(deals_report):
     assert {"strategy", "order", "finale", "foresight", "rescue_vs_standard"} <= kinds
     rates = {c["label"]: c["win_rate"] for c in deals_report.document["cells"]}
     for c in comparisons:
-        assert c["a_rate"] == pytest.approx(rates[c["a"]]) and c["b_rate"] == pytest.approx(rates[c["b"]])
+        assert c["a_rate"] == pytest.approx(rates[c["a"]]) and c["b_rate"] == pytest.approx(
+            rates[c["b"]]
+        )
         assert c["difference"] == pytest.approx(c["a_rate"] - c["b_rate"])
         assert c["ci_low"] <= c["difference"] <= c["ci_high"] and 0 <= c["mcnemar_p"] <= 1
     # A rescue never loses a deal that standard play wins.
-    assert all(c["b_only" if c["a"].startswith("standard") else "a_only"] == 0 or True
-               for c in comparisons if c["kind"] == "rescue_vs_standard")
+    assert all(
+        c["b_only" if c["a"].startswith("standard") else "a_only"] == 0 or True
+        for c in comparisons
+        if c["kind"] == "rescue_vs_standard"
+    )
     rescue = [c for c in comparisons if c["kind"] == "rescue_vs_standard"]
     for c in rescue:
         standard_side = "a_only" if c["a"].startswith("standard") else "b_only"
@@ -174,7 +203,9 @@ def test_replay_when_the_records_hold_no_deal_facts(tmp_path):
     # checked against the outcomes play_out recorded for them (its restart-free deals are
     # exactly the standard wins).
     where = tmp_path / "nostandard"
-    write_results(where, 2600, 1300, "deals", grid={"variant": ["watch", "play_out"], "strategy": ["most"]})
+    write_results(
+        where, 2600, 1300, "deals", grid={"variant": ["watch", "play_out"], "strategy": ["most"]}
+    )
     made = report.build(str(where), replay=2000, plots_enabled=False)
     verdicts = {c["id"]: c for c in made.document["claims"]}
     basis = verdicts["no_win_without_king_bottom"]["basis"]
@@ -192,8 +223,14 @@ def test_claims_name_the_cells_they_need(tmp_path):
     write_results(where, 2600, 1300, "deals", grid={"variant": ["standard"]})
     made = report.build(str(where), replay=0, plots_enabled=False)
     verdicts = {c["id"]: c for c in made.document["claims"]}
-    for claim_id in ("better_than_one_in_three", "pick_makes_no_difference", "near_misses_come_home",
-                     "foresight_no_agency", "deal_order_no_change", "play_out_deaths"):
+    for claim_id in (
+        "better_than_one_in_three",
+        "pick_makes_no_difference",
+        "near_misses_come_home",
+        "foresight_no_agency",
+        "deal_order_no_change",
+        "play_out_deaths",
+    ):
         assert verdicts[claim_id]["verdict"] == "inconclusive", claim_id
         assert verdicts[claim_id]["needs"], claim_id
     assert "one_swap" in verdicts["better_than_one_in_three"]["needs"]
@@ -204,8 +241,13 @@ def test_standard_claims_settle_with_enough_deals(tmp_path):
     # 100,000 deals of standard play in both deal orders pin 1/13 and the order's effect to
     # within half a point at 99.9%.
     where = tmp_path / "big"
-    write_results(where, 100_000, 50_000, "summary",
-                  grid={"variant": ["standard"], "order": ["round-robin", "packets"]})
+    write_results(
+        where,
+        100_000,
+        50_000,
+        "summary",
+        grid={"variant": ["standard"], "order": ["round-robin", "packets"]},
+    )
     made = report.build(str(where), replay=4000, plots_enabled=False)
     verdicts = {c["id"]: c["verdict"] for c in made.document["claims"]}
     assert verdicts["one_in_13"] == "confirmed"
@@ -217,13 +259,19 @@ def test_standard_claims_settle_with_enough_deals(tmp_path):
 
 def test_distributions(deals_report):
     dist = deals_report.document["distributions"]
-    standard = next(d for d in dist["cards_turned"] if d["cell"] == "standard finale=down order=round-robin")
+    standard = next(
+        d for d in dist["cards_turned"] if d["cell"] == "standard finale=down order=round-robin"
+    )
     assert standard["n"] == 3900 and standard["p_value"] > 1e-4
     assert sum(r["observed"] for r in standard["rows"]) == 3900
     assert {d["order"] for d in dist["down_at_stop"]} == {"round-robin", "packets"}
     restarts = dist["restarts"]
     assert len(restarts) == 4 and all(r["stray_deaths"] == 0 for r in restarts)
-    rescue = [r for r in dist["rescue_by_down_at_stop"] if r["cell"] == "watch most finale=down order=round-robin"]
+    rescue = [
+        r
+        for r in dist["rescue_by_down_at_stop"]
+        if r["cell"] == "watch most finale=down order=round-robin"
+    ]
     assert rescue and all(r["exact"] is not None for r in rescue)
     assert next(r for r in rescue if r["down_at_stop"] == 1)["win_rate"] == 1.0
     calibration = {h["cell"]: h for h in deals_report.document["hint_calibration"]}
@@ -233,13 +281,24 @@ def test_distributions(deals_report):
 
 def test_outputs_written(deals_report):
     directory = Path(deals_report.directory)
-    for name in ("report.md", "report.html", "report.json", "cells.csv", "comparisons.csv",
-                 "claims.csv", "cards_turned.csv", "hint_calibration.csv", "summary_counts.parquet"):
+    for name in (
+        "report.md",
+        "report.html",
+        "report.json",
+        "cells.csv",
+        "comparisons.csv",
+        "claims.csv",
+        "cards_turned.csv",
+        "hint_calibration.csv",
+        "summary_counts.parquet",
+    ):
         assert (directory / name).stat().st_size > 0, name
     for name in ("win_rates.png", "cards_turned.png", "hint_calibration.png", "restarts.png"):
         assert (directory / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     cells = pl.read_csv(directory / "cells.csv")
-    assert cells.height == 96 and {"n", "wins", "win_rate", "ci_low", "ci_high"} <= set(cells.columns)
+    assert cells.height == 96 and {"n", "wins", "win_rate", "ci_low", "ci_high"} <= set(
+        cells.columns
+    )
     markdown = (directory / "report.md").read_text()
     assert "## Claims" in markdown and "![" in markdown
 
@@ -257,8 +316,9 @@ def test_html_is_self_contained(deals_report):
 
 def test_cli_report(both_modes, tmp_path):
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["report", str(both_modes[1]), "--replay", "300",
-                                      "--out", str(out), "--no-plots"])
+    result = CliRunner().invoke(
+        cli, ["report", str(both_modes[1]), "--replay", "300", "--out", str(out), "--no-plots"]
+    )
     assert result.exit_code == 0, result.output
     assert "best strategy per variant:" in result.output and "claims:" in result.output
     for claim_id in claims.CLAIM_IDS:
@@ -271,21 +331,37 @@ def test_cli_report_draws_its_plots_in_its_own_process(both_modes, tmp_path):
     forked before the report module is imported. Every plot is written, and the command
     exits with no process left behind (one would hold its output open past the timeout)."""
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", "report",
-                           str(both_modes[1]), "--replay", "300", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pipeline.cli import cli; cli()",
+            "report",
+            str(both_modes[1]),
+            "--replay",
+            "300",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     for name in report.PLOT_TITLES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert "best strategy per variant:" in done.stdout
 
 
-@pytest.mark.parametrize("setup,expected", [
-    ("missing", "no such directory"),
-    ("empty", "not a clocksweep results directory"),
-    ("bad_run", "run.json is not valid JSON"),
-    ("no_manifest", "no manifest.json, so no committed shard to read"),
-])
+@pytest.mark.parametrize(
+    "setup,expected",
+    [
+        ("missing", "no such directory"),
+        ("empty", "not a clocksweep results directory"),
+        ("bad_run", "run.json is not valid JSON"),
+        ("no_manifest", "no manifest.json, so no committed shard to read"),
+    ],
+)
 def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
     where = tmp_path / "r"
     if setup != "missing":
@@ -294,7 +370,9 @@ def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
         (where / "run.json").write_text("{not json")
     if setup == "no_manifest":
         config = sweep_config.from_dict({"name": "t", "seed": 1, "deals": 10, "output": str(where)})
-        (where / "run.json").write_text(json.dumps(sweep.start_run_record(config, None, None, 1, 0).to_json()))
+        (where / "run.json").write_text(
+            json.dumps(sweep.start_run_record(config, None, None, 1, 0).to_json())
+        )
     result = CliRunner().invoke(cli, ["report", str(where)])
     assert result.exit_code == 2
     assert expected in result.output and "Traceback" not in result.output
@@ -308,7 +386,10 @@ def test_results_of_an_older_record_schema_are_named_not_misread(both_modes, tmp
     (where / "run.json").write_text(json.dumps({**run, "result_schema": "clocksweep-deals/2"}))
     result = CliRunner().invoke(cli, ["report", str(where)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "record schema clocksweep-deals/2, this clocksweep reads clocksweep-deals/3" in result.output
+    assert (
+        "record schema clocksweep-deals/2, this clocksweep reads clocksweep-deals/3"
+        in result.output
+    )
     assert not (where / "report").exists()
 
 
@@ -316,11 +397,14 @@ def test_report_out_must_be_a_writable_local_directory(both_modes, tmp_path, mon
     monkeypatch.chdir(tmp_path)
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
-    for out, words in [("foo://bar", "expected a local directory path"),
-                       ("", "expected a local directory path"),
-                       (str(a_file / "sub"), "cannot write a report there")]:
-        result = CliRunner().invoke(cli, ["report", str(both_modes[1]), "--no-plots",
-                                          "--replay", "0", "--out", out])
+    for out, words in [
+        ("foo://bar", "expected a local directory path"),
+        ("", "expected a local directory path"),
+        (str(a_file / "sub"), "cannot write a report there"),
+    ]:
+        result = CliRunner().invoke(
+            cli, ["report", str(both_modes[1]), "--no-plots", "--replay", "0", "--out", out]
+        )
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         (line,) = result.stderr.strip().splitlines()
         assert words in line
@@ -331,8 +415,17 @@ def test_cli_errors_from_the_real_entry_point(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", "report",
-                           str(tmp_path / "nowhere")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pipeline.cli import cli; cli()",
+            "report",
+            str(tmp_path / "nowhere"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no such directory" in proc.stderr
 
@@ -364,12 +457,16 @@ def test_a_shard_listing_another_shards_facts_is_left_out(both_modes, tmp_path):
     manifest = json.loads((where / "manifest.json").read_text())
     entries = manifest["shards"]
     facts_of = lambda entry: next(r for r in entry["files"] if r["table"] == "facts")  # noqa: E731
-    entries[1]["files"] = [r if r["table"] != "facts" else facts_of(entries[0]) for r in entries[1]["files"]]
+    entries[1]["files"] = [
+        r if r["table"] != "facts" else facts_of(entries[0]) for r in entries[1]["files"]
+    ]
     (where / "manifest.json").write_text(json.dumps(manifest))
     made = report.build(str(where), replay=0, plots_enabled=False)
     provenance = made.document["provenance"]
     assert provenance["shards_read"] == 2
-    assert "its facts file is listed as shards/facts/shard-000000" in provenance["shards_not_read"][0]
+    assert (
+        "its facts file is listed as shards/facts/shard-000000" in provenance["shards_not_read"][0]
+    )
     standard = sum(cell.variant == "standard" for cell in made.loaded.cells)
     assert made.loaded.tables["facts"]["n"].sum() == 2600 * standard
     assert CliRunner().invoke(cli, ["validate", str(where)]).exit_code == 1

@@ -87,7 +87,9 @@ def test_mcnemar_on_a_hand_built_table():
     by_hand = 2 * sum(math.comb(11, k) for k in range(3)) / 2**11
     assert by_hand == 134 / 2048
     assert stats.mcnemar_exact(a_only, b_only) == pytest.approx(by_hand, rel=1e-12)
-    assert stats.mcnemar_exact(a_only, b_only) == pytest.approx(sps.binomtest(9, 11).pvalue, rel=1e-12)
+    assert stats.mcnemar_exact(a_only, b_only) == pytest.approx(
+        sps.binomtest(9, 11).pvalue, rel=1e-12
+    )
     paired = stats.paired_difference(both, a_only, b_only, neither)
     assert paired.n == 61
     assert paired.difference == pytest.approx(7 / 61)
@@ -158,7 +160,9 @@ def test_chisquare_matches_scipy_stats():
     chances = {1: 0.25, 2: 0.45, 3: 0.1, 4: 0.2}
     fit = stats.chisquare_gof(observed, chances)
     reference = sps.chisquare([30, 52, 18, 40], [35.0, 63.0, 14.0, 28.0])
-    assert fit.statistic == pytest.approx(reference.statistic) and fit.p_value == pytest.approx(reference.pvalue)
+    assert fit.statistic == pytest.approx(reference.statistic) and fit.p_value == pytest.approx(
+        reference.pvalue
+    )
     assert fit.dof == 3
 
 
@@ -169,7 +173,9 @@ def test_chisquare_rejects_impossible_values():
 
 def test_calibration_test():
     # Wins exactly at the predicted rate: statistic 0; certainties must hold exactly.
-    statistic, dof, p = stats.calibration_test([(0.5, 100, 50), (0.25, 40, 10), (1.0, 7, 7), (0.0, 3, 0)])
+    statistic, dof, p = stats.calibration_test(
+        [(0.5, 100, 50), (0.25, 40, 10), (1.0, 7, 7), (0.0, 3, 0)]
+    )
     assert statistic == 0.0 and dof == 2 and p == 1.0
     assert stats.calibration_test([(1.0, 7, 6)])[2] == 0.0
     statistic, dof, p = stats.calibration_test([(0.5, 100, 70)])
@@ -183,7 +189,10 @@ def test_calibration_holds_on_simulated_true_chances():
     rng = np.random.default_rng(11)
     chances = rng.choice([1 / 48, 1 / 7, 2 / 9, 1 / 3, 3 / 5], size=50_000)
     wins = rng.random(50_000) < chances
-    groups = [(float(p), int((chances == p).sum()), int(wins[chances == p].sum())) for p in np.unique(chances)]
+    groups = [
+        (float(p), int((chances == p).sum()), int(wins[chances == p].sum()))
+        for p in np.unique(chances)
+    ]
     assert stats.calibration_test(groups)[2] > 1e-3
     skewed = [(p, n, min(n, int(w * 1.1))) for p, n, w in groups]
     assert stats.calibration_test(skewed)[2] < 1e-6

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from pipeline.cli import cli
 from pipeline.engine import deals, odds, reference, rules
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str):
@@ -128,10 +128,14 @@ def test_deal_draws_the_clock_face():
     [
         (["--variant", "standard"], rules.Cell()),
         (["--variant", "watch", "--strategy", "most"], rules.Cell("watch", "most")),
-        (["--variant", "one_swap", "--strategy", "random", "--order", "packets"],
-         rules.Cell("one_swap", "random", order="packets")),
-        (["--variant", "exchange", "--strategy", "oracle", "--depth", "top", "--finale", "up"],
-         rules.Cell("exchange", "oracle", "up", depth="top")),
+        (
+            ["--variant", "one_swap", "--strategy", "random", "--order", "packets"],
+            rules.Cell("one_swap", "random", order="packets"),
+        ),
+        (
+            ["--variant", "exchange", "--strategy", "oracle", "--depth", "top", "--finale", "up"],
+            rules.Cell("exchange", "oracle", "up", depth="top"),
+        ),
         (["--variant", "play_out"], rules.Cell("play_out")),
     ],
 )
@@ -175,8 +179,11 @@ def test_odds_json_records():
     assert sum(Fraction(r["exact"]) for r in law) == 1
     for variant in ("watch", "one_swap"):
         for strategy in odds.COUNT_STRATEGIES:
-            matching = [r for r in records if (r["variant"], r["strategy"], r["quantity"])
-                        == (variant, strategy, "P(win)")]
+            matching = [
+                r
+                for r in records
+                if (r["variant"], r["strategy"], r["quantity"]) == (variant, strategy, "P(win)")
+            ]
             assert len(matching) == 1
             assert Fraction(matching[0]["exact"]) == odds.rescue_win(strategy)
 
@@ -190,8 +197,13 @@ def test_odds_table():
 # --- bench --------------------------------------------------------------------------------
 
 BENCH_KEYS = {
-    "kernel_standard", "kernel_one_swap_all", "kernel_all_cells", "reference_standard",
-    "reference_all_cells", "kernel_vs_reference_standard", "kernel_vs_reference_all_cells",
+    "kernel_standard",
+    "kernel_one_swap_all",
+    "kernel_all_cells",
+    "reference_standard",
+    "reference_all_cells",
+    "kernel_vs_reference_standard",
+    "kernel_vs_reference_all_cells",
     "one_swap_all_cost",
 }
 
@@ -212,13 +224,41 @@ BAD_INPUTS = [
     (["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "greedy"], "strategy"),
     (["deal", "--seed", "1", "7", "--finale", "sideways"], "finale"),
     (["deal", "--seed", "1", "7", "--order", "spiral"], "order"),
-    (["deal", "--seed", "1", "7", "--variant", "exchange", "--strategy", "most", "--depth",
-      "middle"], "depth"),
-    (["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "most", "--depth",
-      "top"], "depth"),
+    (
+        [
+            "deal",
+            "--seed",
+            "1",
+            "7",
+            "--variant",
+            "exchange",
+            "--strategy",
+            "most",
+            "--depth",
+            "middle",
+        ],
+        "depth",
+    ),
+    (
+        ["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "most", "--depth", "top"],
+        "depth",
+    ),
     (["deal", "--seed", "1", "7", "--variant", "watch", "--strategy", "informed"], "informed"),
-    (["deal", "--seed", "1", "7", "--variant", "exchange", "--strategy", "informed",
-      "--finale", "down"], "informed"),
+    (
+        [
+            "deal",
+            "--seed",
+            "1",
+            "7",
+            "--variant",
+            "exchange",
+            "--strategy",
+            "informed",
+            "--finale",
+            "down",
+        ],
+        "informed",
+    ),
     (["deal", "--seed", "1", "7", "--strategy", "most"], "strategy"),
     (["deal", "--seed", "1", "7", "--variant", "standard", "--strategy", "most"], "strategy"),
     (["deal", "--seed", "1", "7", "--variant", "play_out", "--strategy", "clockwise"], "strategy"),

@@ -395,13 +395,19 @@ def test_winning_rescues_walked_agree_with_the_shortcut(harness_kernel):
     The two must agree on every field."""
     from pipeline.engine import kernel
 
-    walked = [cell for cell in CELLS if cell.has_rescue and cell.finale == "down"
-              and cell.strategy not in ("informed", "oracle")]
+    walked = [
+        cell
+        for cell in CELLS
+        if cell.has_rescue and cell.finale == "down" and cell.strategy not in ("informed", "oracle")
+    ]
     alone = kernel.play(HARNESS_SEED, 0, KERNEL_HARNESS_DEALS, walked)
     assert alone["won"].any()
     for c, cell in enumerate(walked):
         for name, values in alone.items():
-            assert np.array_equal(values[c], harness_kernel[name][CELL_INDEX[cell]]), (cell.label, name)
+            assert np.array_equal(values[c], harness_kernel[name][CELL_INDEX[cell]]), (
+                cell.label,
+                name,
+            )
 
 
 def bottom_graphs() -> list[dict[int, int]]:
@@ -552,5 +558,7 @@ def test_win_chance_given_the_rescue_is_the_hint(strategy, stat_results):
     assert abs(zs[worst]) < z_star, (worst, bins[worst], zs[worst], z_star)
     statistic = sum(z * z for z in zs.values())
     assert chi2.sf(statistic, len(zs)) > P_THRESHOLD
-    print(f"{strategy}: {len(bins)} bins, worst z {zs[worst]:+.2f} (limit {z_star:.2f}), "
-          f"chi-square p {chi2.sf(statistic, len(zs)):.3f}")
+    print(
+        f"{strategy}: {len(bins)} bins, worst z {zs[worst]:+.2f} (limit {z_star:.2f}), "
+        f"chi-square p {chi2.sf(statistic, len(zs)):.3f}"
+    )

@@ -19,7 +19,7 @@ from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.sweep import config
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def write_config(tmp_path: Path, body: str) -> Path:
@@ -63,16 +63,24 @@ def test_shipped_configs_load():
 
 def test_expansion_only_meaningful_cells(base):
     path, _ = base
-    cfg = config.load(str(path), ["grid.variant=standard,watch,exchange,play_out",
-                                  "grid.strategy=informed,most", "grid.finale=down,up",
-                                  "grid.depth=bottom,top"])
+    cfg = config.load(
+        str(path),
+        [
+            "grid.variant=standard,watch,exchange,play_out",
+            "grid.strategy=informed,most",
+            "grid.finale=down,up",
+            "grid.depth=bottom,top",
+        ],
+    )
     for cell in cfg.cells:
         assert (cell.strategy is None) == (cell.variant in ("standard", "play_out"))
         assert (cell.depth is None) == (cell.variant != "exchange")
         if cell.strategy == "informed":
             assert cell.finale == "up"
     assert Cell("watch", "informed", "up") in cfg.cells
-    assert ("watch", "informed", "down") not in [(c.variant, c.strategy, c.finale) for c in cfg.cells]
+    assert ("watch", "informed", "down") not in [
+        (c.variant, c.strategy, c.finale) for c in cfg.cells
+    ]
     assert Cell("exchange", "most", "down", depth="top") in cfg.cells
     # 2 finales x (standard + play_out) + watch: 1 + 2 + exchange: 2 depths x (1 + 2)
     assert len(cfg.cells) == 2 * 2 + 1 + 2 + 2 * 1 + 2 * 2
@@ -118,29 +126,38 @@ def test_dry_run(base):
 
 BAD_EDITS = [
     # (replace this, with this) in BASE, then the words the message must contain
-    ('seed = 1', 'seed = "one"', ["seed:", "string", "unsigned 64-bit"]),
-    ('seed = 1', 'seed = -1', ["seed:", "out of range"]),
-    ('seed = 1', 'seed = 18446744073709551616', ["seed:"]),
-    ('deals = 1000', 'deals = 0', ["deals:", "at least 1"]),
-    ('deals = 1000', 'deals = 1.5e3', ["deals:", "float"]),
-    ('deals = 1000', 'deals = 1000\nfirst = 18446744073709551000', ["deals:", "2**64"]),
-    ('shard_size = 300', 'shard_size = 0', ["shard_size:"]),
+    ("seed = 1", 'seed = "one"', ["seed:", "string", "unsigned 64-bit"]),
+    ("seed = 1", "seed = -1", ["seed:", "out of range"]),
+    ("seed = 1", "seed = 18446744073709551616", ["seed:"]),
+    ("deals = 1000", "deals = 0", ["deals:", "at least 1"]),
+    ("deals = 1000", "deals = 1.5e3", ["deals:", "float"]),
+    ("deals = 1000", "deals = 1000\nfirst = 18446744073709551000", ["deals:", "2**64"]),
+    ("shard_size = 300", "shard_size = 0", ["shard_size:"]),
     ('name = "t"', 'name = "../t"', ["name:", "letters"]),
-    ('name = "t"', '', ["name: missing"]),
-    ('seed = 1', 'seed = 1\nsede = 2', ["sede: unknown key", "allowed: name, seed"]),
-    ('seed = 1', 'seed = 1\nrecord = "rows"', ["record:", "allowed: deals, summary"]),
-    ('strategy = ["most", "random"]', 'strategy = ["most", "best"]',
-     ["grid.strategy: 'best' is not known", "allowed: clockwise, random"]),
-    ('strategy = ["most", "random"]', 'strategies = ["most"]',
-     ["grid.strategies: unknown key", "grid.strategy"]),
-    ('strategy = ["most", "random"]', 'strategy = [1, 2]', ["grid.strategy:", "list of"]),
-    ('strategy = ["most", "random"]', 'strategy = []', ["grid.strategy: empty"]),
-    ('[grid]', '[ray]\nnum_cpus = 0\n[grid]', ["ray.num_cpus:", "at least 1"]),
-    ('[grid]', '[ray]\nadress = "x"\n[grid]', ["ray.adress: unknown key", "ray.address"]),
-    ('[grid]', '[cluster]\n[grid]', ["cluster: unknown key", "grid, ray"]),
-    ('[grid]\nvariant = ["standard", "watch"]\nstrategy = ["most", "random"]', 'grid = 3',
-     ["grid: expected a table"]),
-    ('seed = 1', 'seed = = 1', ["not valid TOML"]),
+    ('name = "t"', "", ["name: missing"]),
+    ("seed = 1", "seed = 1\nsede = 2", ["sede: unknown key", "allowed: name, seed"]),
+    ("seed = 1", 'seed = 1\nrecord = "rows"', ["record:", "allowed: deals, summary"]),
+    (
+        'strategy = ["most", "random"]',
+        'strategy = ["most", "best"]',
+        ["grid.strategy: 'best' is not known", "allowed: clockwise, random"],
+    ),
+    (
+        'strategy = ["most", "random"]',
+        'strategies = ["most"]',
+        ["grid.strategies: unknown key", "grid.strategy"],
+    ),
+    ('strategy = ["most", "random"]', "strategy = [1, 2]", ["grid.strategy:", "list of"]),
+    ('strategy = ["most", "random"]', "strategy = []", ["grid.strategy: empty"]),
+    ("[grid]", "[ray]\nnum_cpus = 0\n[grid]", ["ray.num_cpus:", "at least 1"]),
+    ("[grid]", '[ray]\nadress = "x"\n[grid]', ["ray.adress: unknown key", "ray.address"]),
+    ("[grid]", "[cluster]\n[grid]", ["cluster: unknown key", "grid, ray"]),
+    (
+        '[grid]\nvariant = ["standard", "watch"]\nstrategy = ["most", "random"]',
+        "grid = 3",
+        ["grid: expected a table"],
+    ),
+    ("seed = 1", "seed = = 1", ["not valid TOML"]),
 ]
 
 
@@ -171,7 +188,9 @@ def test_config_errors(tmp_path, old, new, words):
 
 def test_grid_without_cells(tmp_path):
     out = tmp_path / "out"
-    path = write_config(tmp_path, f"""
+    path = write_config(
+        tmp_path,
+        f"""
 name = "t"
 seed = 1
 deals = 10
@@ -180,26 +199,37 @@ output = "{out}"
 variant = ["watch"]
 strategy = ["informed"]
 finale = ["down"]
-""")
-    assert_one_line_error(run_cli(["run", str(path)]),
-                          ["grid: expands to no cell", "informed", "finale = 'up'"], out)
+""",
+    )
+    assert_one_line_error(
+        run_cli(["run", str(path)]), ["grid: expands to no cell", "informed", "finale = 'up'"], out
+    )
 
 
-@pytest.mark.parametrize("override, words", [
-    ("deals", ["--set: 'deals' is not KEY=VALUE"]),
-    ("deals=lots", ["deals: 'lots' is not an integer"]),
-    ("deals=-5", ["deals:"]),
-    ("colour=red", ["colour: unknown key"]),
-    ("grid.strategy=most,,random", ["grid.strategy:", "comma-separated"]),
-    ("grid.strategy=most,worst", ["grid.strategy: 'worst' is not known"]),
-    ("grid=most", ["grid: is a table"]),
-    ("ray.num_cpus=two", ["ray.num_cpus: 'two' is not an integer"]),
-    ("record=summaries", ["record: 'summaries' is not known"]),
-    ("output=gopher://host/x", ["output: URI scheme 'gopher'"]),
-    ("deals=\u00b2", ["deals: '\u00b2' is not an integer"]),  # a digit to str.isdigit, not to int()
-    ("deals=\u0663", ["deals: '\u0663' is not an integer"]),  # Arabic-Indic three: ASCII digits only
-    ("ray.max_retries=101", ["ray.max_retries: 101 is out of range 0..100"]),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("deals", ["--set: 'deals' is not KEY=VALUE"]),
+        ("deals=lots", ["deals: 'lots' is not an integer"]),
+        ("deals=-5", ["deals:"]),
+        ("colour=red", ["colour: unknown key"]),
+        ("grid.strategy=most,,random", ["grid.strategy:", "comma-separated"]),
+        ("grid.strategy=most,worst", ["grid.strategy: 'worst' is not known"]),
+        ("grid=most", ["grid: is a table"]),
+        ("ray.num_cpus=two", ["ray.num_cpus: 'two' is not an integer"]),
+        ("record=summaries", ["record: 'summaries' is not known"]),
+        ("output=gopher://host/x", ["output: URI scheme 'gopher'"]),
+        (
+            "deals=\u00b2",
+            ["deals: '\u00b2' is not an integer"],
+        ),  # a digit to str.isdigit, not to int()
+        (
+            "deals=\u0663",
+            ["deals: '\u0663' is not an integer"],
+        ),  # Arabic-Indic three: ASCII digits only
+        ("ray.max_retries=101", ["ray.max_retries: 101 is out of range 0..100"]),
+    ],
+)
 def test_override_errors(base, override, words):
     path, out = base
     assert_one_line_error(run_cli(["run", str(path), "--set", override, "--dry-run"]), words, out)
@@ -209,16 +239,21 @@ def test_output_errors(base, tmp_path):
     path, _ = base
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
-    assert_one_line_error(run_cli(["run", str(path), "--set", f"output={a_file}"]),
-                          ["output:", "not a directory"])
-    assert_one_line_error(run_cli(["run", str(path), "--set", f"output={a_file}/below"]),
-                          ["output:", "cannot be created"])
+    assert_one_line_error(
+        run_cli(["run", str(path), "--set", f"output={a_file}"]), ["output:", "not a directory"]
+    )
+    assert_one_line_error(
+        run_cli(["run", str(path), "--set", f"output={a_file}/below"]),
+        ["output:", "cannot be created"],
+    )
     # A directory that is not ours (no run.json) is refused before Ray starts.
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    assert_one_line_error(run_cli(["run", str(path), "--set", f"output={foreign}"]),
-                          ["output:", "not a clocksweep results directory"])
+    assert_one_line_error(
+        run_cli(["run", str(path), "--set", f"output={foreign}"]),
+        ["output:", "not a clocksweep results directory"],
+    )
     assert sorted(os.listdir(foreign)) == ["notes.txt"]
 
 
@@ -237,20 +272,31 @@ def test_bench_seconds_must_be_a_number():
     assert result.exit_code == 2 and "nan" in result.output and "Traceback" not in result.output
 
 
-RUN_RECORD = {"config": {"seed": 1, "first": 0, "deals": 10, "shard_size": 10, "record": "deals", "grid": {}},
-              "cells": [], "config_hash": "h", "record": "deals"}
+RUN_RECORD = {
+    "config": {"seed": 1, "first": 0, "deals": 10, "shard_size": 10, "record": "deals", "grid": {}},
+    "cells": [],
+    "config_hash": "h",
+    "record": "deals",
+}
 
 
-@pytest.mark.parametrize("run_json, words", [
-    ("[]", ["run.json is not a clocksweep run record", "a JSON list, not an object"]),
-    ('"x"', ["run.json is not a clocksweep run record"]),
-    ("{}", ["run.json is not a clocksweep run record", "no config"]),
-    (json.dumps({**RUN_RECORD, "config": {**RUN_RECORD["config"], "deals": "x"}}),
-     ["run.json is not a clocksweep run record", "config.deals is 'x'"]),
-    (json.dumps({key: value for key, value in RUN_RECORD.items() if key != "cells"}),
-     ["run.json is not a clocksweep run record", "no list of cells"]),
-    (None, ["run.json is a directory", "move it away"]),
-])
+@pytest.mark.parametrize(
+    "run_json, words",
+    [
+        ("[]", ["run.json is not a clocksweep run record", "a JSON list, not an object"]),
+        ('"x"', ["run.json is not a clocksweep run record"]),
+        ("{}", ["run.json is not a clocksweep run record", "no config"]),
+        (
+            json.dumps({**RUN_RECORD, "config": {**RUN_RECORD["config"], "deals": "x"}}),
+            ["run.json is not a clocksweep run record", "config.deals is 'x'"],
+        ),
+        (
+            json.dumps({key: value for key, value in RUN_RECORD.items() if key != "cells"}),
+            ["run.json is not a clocksweep run record", "no list of cells"],
+        ),
+        (None, ["run.json is a directory", "move it away"]),
+    ],
+)
 def test_malformed_run_records_are_named(tmp_path, run_json, words):
     where = tmp_path / "results"
     where.mkdir()
@@ -267,34 +313,60 @@ def real_run_record(where: Path) -> dict:
     """run.json as a run of a one-shard config into ``where`` writes it."""
     from pipeline.sweep import driver as sweep
 
-    made = config.from_dict({"name": "t", "seed": 1, "deals": 10, "shard_size": 10,
-                             "output": str(where), "grid": {"variant": ["standard"]}})
+    made = config.from_dict(
+        {
+            "name": "t",
+            "seed": 1,
+            "deals": 10,
+            "shard_size": 10,
+            "output": str(where),
+            "grid": {"variant": ["standard"]},
+        }
+    )
     return sweep.start_run_record(made, None, None, 1, 0).to_json()
 
 
-@pytest.mark.parametrize("manifest_json, words, report_words", [
-    ("[]", ["manifest.json is not a clocksweep manifest"], ["manifest.json is not a clocksweep manifest"]),
-    ('{"shards": 5}', ["manifest.json is not a clocksweep manifest"], ["not a clocksweep manifest"]),
-    ('{"config_hash": HASH, "shards": [{"index": "a"}]}',
-     ["manifest.json: shard entry", "is malformed (its index is 'a', not a count)"],
-     ["no committed shard verifies"]),
-])
+@pytest.mark.parametrize(
+    "manifest_json, words, report_words",
+    [
+        (
+            "[]",
+            ["manifest.json is not a clocksweep manifest"],
+            ["manifest.json is not a clocksweep manifest"],
+        ),
+        (
+            '{"shards": 5}',
+            ["manifest.json is not a clocksweep manifest"],
+            ["not a clocksweep manifest"],
+        ),
+        (
+            '{"config_hash": HASH, "shards": [{"index": "a"}]}',
+            ["manifest.json: shard entry", "is malformed (its index is 'a', not a count)"],
+            ["no committed shard verifies"],
+        ),
+    ],
+)
 def test_malformed_manifests_are_named(tmp_path, manifest_json, words, report_words):
     where = tmp_path / "results"
     where.mkdir()
     run = real_run_record(where)
     (where / "run.json").write_text(json.dumps(run))
-    (where / "manifest.json").write_text(manifest_json.replace("HASH", json.dumps(run["config_hash"])))
+    (where / "manifest.json").write_text(
+        manifest_json.replace("HASH", json.dumps(run["config_hash"]))
+    )
     checked = run_cli(["validate", str(where)])
     assert checked.exit_code == 1 and "Traceback" not in checked.output
-    assert any(all(word in line for word in words) for line in checked.output.splitlines()), checked.output
+    assert any(all(word in line for word in words) for line in checked.output.splitlines()), (
+        checked.output
+    )
     assert_one_line_error(run_cli(["report", str(where)]), report_words)
 
 
 def test_validate_bad_input(tmp_path):
     assert_one_line_error(run_cli(["validate", str(tmp_path / "nowhere")]), ["no such directory"])
-    assert_one_line_error(run_cli(["validate", str(tmp_path)]),
-                          ["not a clocksweep results directory"])
+    assert_one_line_error(
+        run_cli(["validate", str(tmp_path)]), ["not a clocksweep results directory"]
+    )
 
 
 def test_unreachable_address(base):
@@ -305,12 +377,18 @@ def test_unreachable_address(base):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    assert_one_line_error(run_cli(["run", str(path), "--address", f"127.0.0.1:{port}"]),
-                          ["--address: nothing answers at 127.0.0.1:", "ray start --head"], out)
+    assert_one_line_error(
+        run_cli(["run", str(path), "--address", f"127.0.0.1:{port}"]),
+        ["--address: nothing answers at 127.0.0.1:", "ray start --head"],
+        out,
+    )
     assert_one_line_error(run_cli(["run", str(path), "--address", ""]), ["--address: empty"], out)
     # Ray's client address form: the same, at once, not after the client's 30-second timeout.
-    assert_one_line_error(run_cli(["run", str(path), "--address", f"ray://127.0.0.1:{port}"]),
-                          [f"--address: nothing answers at ray://127.0.0.1:{port}", "10001"], out)
+    assert_one_line_error(
+        run_cli(["run", str(path), "--address", f"ray://127.0.0.1:{port}"]),
+        [f"--address: nothing answers at ray://127.0.0.1:{port}", "10001"],
+        out,
+    )
 
 
 def silent_listener():
@@ -344,8 +422,13 @@ def run_subprocess(args: list[str], env: dict):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", "from pipeline.cli import cli; cli()", *args],
-                          capture_output=True, text=True, timeout=240, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import cli; cli()", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, **env},
+    )
 
 
 def test_object_store_that_never_answers(base, tmp_path):
@@ -355,14 +438,21 @@ def test_object_store_that_never_answers(base, tmp_path):
     port, close = silent_listener()
     uri = f"s3://bucket/results?endpoint_override=127.0.0.1:{port}&scheme=http"
     try:
-        done = run_subprocess(["run", str(path), "--set", f"output={uri}"],
-                              {"CLOCKSWEEP_CONNECT_SECONDS": "3", "AWS_ACCESS_KEY_ID": "a",
-                               "AWS_SECRET_ACCESS_KEY": "b", "AWS_EC2_METADATA_DISABLED": "true"})
+        done = run_subprocess(
+            ["run", str(path), "--set", f"output={uri}"],
+            {
+                "CLOCKSWEEP_CONNECT_SECONDS": "3",
+                "AWS_ACCESS_KEY_ID": "a",
+                "AWS_SECRET_ACCESS_KEY": "b",
+                "AWS_EC2_METADATA_DISABLED": "true",
+            },
+        )
     finally:
         close()
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
-        f"clocksweep: error: output: {uri} did not answer within 3 s"]
+        f"clocksweep: error: output: {uri} did not answer within 3 s"
+    ]
 
 
 def test_address_that_answers_but_is_not_ray(base):
@@ -371,8 +461,10 @@ def test_address_that_answers_but_is_not_ray(base):
     path, out = base
     port, close = silent_listener()
     try:
-        done = run_subprocess(["run", str(path), "--address", f"127.0.0.1:{port}"],
-                              {"CLOCKSWEEP_CONNECT_SECONDS": "5", "RAY_ADDRESS": ""})
+        done = run_subprocess(
+            ["run", str(path), "--address", f"127.0.0.1:{port}"],
+            {"CLOCKSWEEP_CONNECT_SECONDS": "5", "RAY_ADDRESS": ""},
+        )
     finally:
         close()
     assert done.returncode == 2, done.stderr[-2000:]

@@ -29,8 +29,10 @@ from pipeline.engine.rules import CENTRE, Cell, RuleError
         (dict(variant="watch", strategy="greedy"), ("strategy", "'greedy'", "clockwise")),
         (dict(finale="sideways"), ("finale", "'sideways'", "down, up")),
         (dict(order="spiral"), ("order", "'spiral'", "round-robin")),
-        (dict(variant="exchange", strategy="most", depth="middle"),
-         ("depth", "'middle'", "bottom")),
+        (
+            dict(variant="exchange", strategy="most", depth="middle"),
+            ("depth", "'middle'", "bottom"),
+        ),
     ],
 )
 def test_unknown_names_are_rejected_naming_the_parameter_and_what_is_allowed(kwargs, names):
@@ -83,7 +85,11 @@ def test_exchange_depth_defaults_to_bottom():
 def test_defaults_are_standard_play_finale_down_round_robin():
     cell = Cell()
     assert (cell.variant, cell.strategy, cell.finale, cell.order, cell.depth) == (
-        "standard", None, "down", "round-robin", None,
+        "standard",
+        None,
+        "down",
+        "round-robin",
+        None,
     )
     assert not cell.has_rescue
     assert Cell("watch", "most").has_rescue
@@ -238,12 +244,18 @@ def test_rescue_wins_on_a_cycle():
     homes = pointers(p0=1, p1=2, p2=0, p3=0)
     # watch: the chain dies at the rescue pile, so it wins exactly on the cycle.
     assert [rules.rescue_wins("watch", None, p, homes, down) for p in range(4)] == [
-        True, True, True, False,
+        True,
+        True,
+        True,
+        False,
     ]
     # one_swap / exchange at the bottom: the king below the pile leads on to the centre.
     for variant, depth in (("one_swap", None), ("exchange", "bottom")):
         assert [rules.rescue_wins(variant, depth, p, homes, down) for p in range(4)] == [
-            True, True, True, False,
+            True,
+            True,
+            True,
+            False,
         ]
     assert rules.winning_piles("watch", None, homes, down) == [0, 1, 2]
 
@@ -253,7 +265,10 @@ def test_exchange_at_the_top_wins_only_from_a_single_card_pile():
     down = [2, 1, 3, 1] + [0] * 9
     homes = pointers(p0=1, p1=2, p2=0, p3=0)
     assert [rules.rescue_wins("exchange", "top", p, homes, down) for p in range(4)] == [
-        False, True, False, False,
+        False,
+        True,
+        False,
+        False,
     ]
 
 
@@ -265,8 +280,12 @@ def test_rescue_wins_needs_a_rescue_variant():
 def test_two_components_lose_everywhere():
     down = [1, 1, 1, 1] + [0] * 9
     homes = pointers(p0=1, p1=0, p2=3, p3=2)
-    for variant, depth in (("watch", None), ("one_swap", None), ("exchange", "bottom"),
-                           ("exchange", "top")):
+    for variant, depth in (
+        ("watch", None),
+        ("one_swap", None),
+        ("exchange", "bottom"),
+        ("exchange", "top"),
+    ):
         assert rules.winning_piles(variant, depth, homes, down) == []
 
 

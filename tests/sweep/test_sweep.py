@@ -55,9 +55,18 @@ depth = ["top"]
 """
 # The per-deal columns of SPEC section 8, with the types the schema gives them.
 SPEC_COLUMNS = {
-    "seed": pl.UInt64, "deal": pl.UInt64, "won": pl.Boolean, "cards_turned": pl.Int8,
-    "down_at_stop": pl.Int8, "rescue_pile": pl.Int8, "hint": pl.Float32, "restarts": pl.Int8,
-    "order": pl.String, "variant": pl.String, "strategy": pl.String, "finale": pl.String,
+    "seed": pl.UInt64,
+    "deal": pl.UInt64,
+    "won": pl.Boolean,
+    "cards_turned": pl.Int8,
+    "down_at_stop": pl.Int8,
+    "rescue_pile": pl.Int8,
+    "hint": pl.Float32,
+    "restarts": pl.Int8,
+    "order": pl.String,
+    "variant": pl.String,
+    "strategy": pl.String,
+    "finale": pl.String,
     "depth": pl.String,
 }
 
@@ -117,9 +126,13 @@ def expected_facts() -> dict:
     cells = list(cfg.cells)
     results = kernel.play(SEED, 0, N_DEALS, cells)
     (standard,) = [c for c, cell in enumerate(cells) if cell.variant == "standard"]
-    counts = Counter(zip(results["won"][standard].astype(bool).tolist(),
-                         results["kings_at_bottom"][standard].tolist(),
-                         results["unvisited_at_third_king"][standard].tolist()))
+    counts = Counter(
+        zip(
+            results["won"][standard].astype(bool).tolist(),
+            results["kings_at_bottom"][standard].tolist(),
+            results["unvisited_at_third_king"][standard].tolist(),
+        )
+    )
     labels = tuple(getattr(cells[standard], name) for name in schema.LABEL_COLUMNS)
     return {(*labels, *key): n for key, n in counts.items()}
 
@@ -141,8 +154,14 @@ def test_run_read_back(config_file, tmp_path, expected, expected_facts):
     # Nulls where the spec says: no strategy without a rescue, depth for exchange only...
     no_rescue = frame.filter(pl.col("variant").is_in(["standard", "play_out"]))
     assert no_rescue["strategy"].null_count() == no_rescue.height
-    assert frame.filter(pl.col("variant") != "exchange")["depth"].null_count() == frame.height - N_DEALS * 2
-    assert frame.filter(pl.col("variant") != "play_out")["restarts"].null_count() == frame.height - N_DEALS
+    assert (
+        frame.filter(pl.col("variant") != "exchange")["depth"].null_count()
+        == frame.height - N_DEALS * 2
+    )
+    assert (
+        frame.filter(pl.col("variant") != "play_out")["restarts"].null_count()
+        == frame.height - N_DEALS
+    )
     assert (frame["rescue_pile"].is_null() == frame["hint"].is_null()).all()
     # ... and each (cell, deal) once.
     assert frame.select(SORT_KEY).is_unique().all()
@@ -153,7 +172,9 @@ def test_run_read_back(config_file, tmp_path, expected, expected_facts):
         f"from read_parquet('{out}/shards/deals/*.parquet') group by variant order by variant"
     ).fetchall()
     per_variant = {"exchange": 2, "one_swap": 2, "play_out": 1, "standard": 1, "watch": 2}
-    assert rows == [(v, n * N_DEALS, N_DEALS, 0, N_DEALS - 1) for v, n in sorted(per_variant.items())]
+    assert rows == [
+        (v, n * N_DEALS, N_DEALS, 0, N_DEALS - 1) for v, n in sorted(per_variant.items())
+    ]
 
     # The results directory says what it is.
     run = json.loads((out / "run.json").read_text())
@@ -181,8 +202,11 @@ def test_run_read_back(config_file, tmp_path, expected, expected_facts):
         provenance = json.loads(metadata.metadata[b"clocksweep"])
         assert provenance["config_hash"] == cfg.hash
         assert provenance["sweep"]["deal_scheme"] == deals.SCHEME_VERSION
-        assert provenance["shard"] == {"index": entry["index"], "first": entry["first"],
-                                       "last": entry["last"]}
+        assert provenance["shard"] == {
+            "index": entry["index"],
+            "first": entry["first"],
+            "last": entry["last"],
+        }
         assert record["bytes"] / record["rows"] <= 4.0
         column = metadata.row_group(0).column(1)
         assert column.path_in_schema == "deal" and "DELTA_BINARY_PACKED" in column.encodings
@@ -229,7 +253,9 @@ def test_corrupt_shards_detected_and_redone(config_file, tmp_path, expected, exp
     data[len(data) // 3] ^= 0xFF
     altered.write_bytes(bytes(data))
     deleted.unlink()
-    facts_deleted = out / "shards" / "facts" / files[4].name  # a shard's rows intact, its facts gone
+    facts_deleted = (
+        out / "shards" / "facts" / files[4].name
+    )  # a shard's rows intact, its facts gone
     facts_deleted.unlink()
     stray = out / "shards" / "deals" / "shard-000099_deals-0-1.parquet"
     stray.write_bytes(files[0].read_bytes())
@@ -295,7 +321,11 @@ def test_other_config_refused_unless_fresh(config_file, tmp_path):
 
     # A run record that is not one: named, and only --fresh starts over there.
     (out / "run.json").write_text("[]")
-    assert_refused(config_file, out, "run.json is not a clocksweep run record: it holds a JSON list, not an object")
+    assert_refused(
+        config_file,
+        out,
+        "run.json is not a clocksweep run record: it holds a JSON list, not an object",
+    )
 
 
 def test_output_that_cannot_be_created(config_file):
@@ -366,8 +396,14 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
     pids.mkdir()
     ray_tmp = f"/tmp/cskill{os.getpid()}"
     try:
-        proc = driver(config_file, out, "ray.num_cpus=1", "shard_size=2000",
-                      fault=f"pause=0.7:{pids}", env={"RAY_TMPDIR": ray_tmp})
+        proc = driver(
+            config_file,
+            out,
+            "ray.num_cpus=1",
+            "shard_size=2000",
+            fault=f"pause=0.7:{pids}",
+            env={"RAY_TMPDIR": ray_tmp},
+        )
         deadline = time.monotonic() + 180
         committed = 0
         while time.monotonic() < deadline and proc.poll() is None:
@@ -406,18 +442,28 @@ def test_summary_mode(config_file, tmp_path, expected):
     for entry in entries:
         assert sorted(f["table"] for f in entry["files"]) == sorted(summary.TABLES)
         for record in entry["files"]:
-            assert record["path"] == (f"shards/{record['table']}/shard-{entry['index']:06d}_"
-                                      f"deals-{entry['first']}-{entry['last']}.parquet")
+            assert record["path"] == (
+                f"shards/{record['table']}/shard-{entry['index']:06d}_"
+                f"deals-{entry['first']}-{entry['last']}.parquet"
+            )
     assert validate_cli(out).exit_code == 0
     counts = as_strings(pl.scan_parquet(out / "shards" / "counts").collect())
     cell_key = ["order", "variant", "strategy", "finale", "depth"]
-    by_cell = counts.group_by(cell_key).agg(
-        pl.col("n").sum().alias("deals"),
-        pl.col("n").filter(pl.col("won")).sum().alias("wins"),
-    ).sort(cell_key, nulls_last=True)
-    want = expected.group_by(cell_key).agg(
-        pl.len().cast(pl.Int64).alias("deals"), pl.col("won").sum().cast(pl.Int64).alias("wins")
-    ).sort(cell_key, nulls_last=True)
+    by_cell = (
+        counts.group_by(cell_key)
+        .agg(
+            pl.col("n").sum().alias("deals"),
+            pl.col("n").filter(pl.col("won")).sum().alias("wins"),
+        )
+        .sort(cell_key, nulls_last=True)
+    )
+    want = (
+        expected.group_by(cell_key)
+        .agg(
+            pl.len().cast(pl.Int64).alias("deals"), pl.col("won").sum().cast(pl.Int64).alias("wins")
+        )
+        .sort(cell_key, nulls_last=True)
+    )
     assert by_cell.equals(want)
 
 
@@ -430,8 +476,15 @@ def test_object_store_writes_final_keys():
     cfg = sweep_config.from_dict({**tomllib.loads(CONFIG), "deals": 600, "shard_size": 600})
     cells = list(cfg.cells)
     shard = sweep.plan(cfg)[0]
-    job = shard_task.ShardJob(location=location, shard=shard, seed=SEED, cells=tuple(cells),
-                         record="deals", provenance=sweep.provenance(cfg), attempt=1)
+    job = shard_task.ShardJob(
+        location=location,
+        shard=shard,
+        seed=SEED,
+        cells=tuple(cells),
+        record="deals",
+        provenance=sweep.provenance(cfg),
+        attempt=1,
+    )
     entry = replace(shard_task.write_shard(job), attempts=1)
     record, facts_record = sorted(entry.files, key=lambda r: r.table != "deals")
     assert entry.staged == ()  # written at its final key, not renamed into place
@@ -449,9 +502,11 @@ def test_object_store_writes_final_keys():
     manifest.commit(replace(entry, files=(record,)))
     manifest.flush()
     problems, _ = validate.validate(location)
-    assert problems == ["shard-000000_deals-0-599: no file of table facts in the manifest",
-                        "shards/facts/shard-000000_deals-0-599.parquet: not committed in the "
-                        "manifest (readers of the directory would see it; rerun to clean up)"]
+    assert problems == [
+        "shard-000000_deals-0-599: no file of table facts in the manifest",
+        "shards/facts/shard-000000_deals-0-599.parquet: not committed in the "
+        "manifest (readers of the directory would see it; rerun to clean up)",
+    ]
     manifest.commit(replace(entry, files=(record, facts_record)))
     manifest.flush()
     problems, figures = validate.validate(location)
@@ -459,9 +514,11 @@ def test_object_store_writes_final_keys():
     # Results of an earlier version of the per-deal schema are named as such.
     location.write_json("run.json", {**run, "result_schema": "clocksweep-deals/2"})
     problems, _ = validate.validate(location)
-    assert problems == ["run.json: the results are in record schema clocksweep-deals/2, this "
-                        "clocksweep reads clocksweep-deals/3; rerun the config with --fresh to "
-                        "write them again"]
+    assert problems == [
+        "run.json: the results are in record schema clocksweep-deals/2, this "
+        "clocksweep reads clocksweep-deals/3; rerun the config with --fresh to "
+        "write them again"
+    ]
     location.write_json("run.json", run)
     with location.fs.open_output_stream(location.full(record.path)) as stream:
         stream.write(b"PAR1 not what was committed")
@@ -491,8 +548,9 @@ def test_failing_shard(config_file, tmp_path, expected, monkeypatch):
     """A shard that fails every attempt: reported as it happens, exit 1, the rest committed;
     a rerun plays only that shard."""
     out = tmp_path / "res"
-    failed = run_cli(config_file, f"--set=output={out}", "--set=ray.max_retries=1",
-                     task=faults.failing(2))
+    failed = run_cli(
+        config_file, f"--set=output={out}", "--set=ray.max_retries=1", task=faults.failing(2)
+    )
     assert failed.exit_code == 1, failed.output
     assert "shard 2 (8000-11999) failed, attempt 1 of 2: RuntimeError: test hook" in failed.stderr
     assert "attempt 2 of 2" in failed.stderr and "giving up" in failed.stderr

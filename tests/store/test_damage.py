@@ -90,16 +90,18 @@ def run_into(config_file: Path, out: Path, *extra: str):
 
 def run_ok(config_file: Path, out: Path, *extra: str):
     result = run_into(config_file, out, *extra)
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     assert result.exit_code == 0, result.output
     return result
 
 
 def one_line_error(result, *phrases: str) -> str:
     """The run's one-line error (exit 2, one stderr line, no traceback), holding ``phrases``."""
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
         f"{type(result.exception).__name__}: {result.exception} (exit {result.exit_code})"
+    )
     assert "Traceback" not in result.output
     lines = result.stderr.strip().splitlines()
     assert result.exit_code == 2, f"exit {result.exit_code}: {result.stderr[-1500:]}"
@@ -112,7 +114,9 @@ def one_line_error(result, *phrases: str) -> str:
 def content(out: Path, committed_only: bool = False) -> pl.DataFrame:
     """Every per-deal row of a results directory, sorted: read by Polars over shards/deals,
     or (``committed_only``) over the committed files the manifest lists."""
-    return read_rows(validate.committed_files(str(out)) if committed_only else out / "shards" / "deals")
+    return read_rows(
+        validate.committed_files(str(out)) if committed_only else out / "shards" / "deals"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -177,17 +181,21 @@ def committed_files_now(out: Path) -> dict[str, tuple[str, int, int]]:
 def assert_files_kept(out: Path, files: dict[str, tuple[str, int, int]]) -> None:
     missing = [path for path in files if not (out / path).is_file()]
     assert not missing, f"{len(missing)} committed file(s) gone: {missing[:3]}"
-    changed = [path for path, (sha, ino, mtime) in files.items()
-               if (sha256(out / path), (out / path).stat().st_ino,
-                   (out / path).stat().st_mtime_ns) != (sha, ino, mtime)]
+    changed = [
+        path
+        for path, (sha, ino, mtime) in files.items()
+        if (sha256(out / path), (out / path).stat().st_ino, (out / path).stat().st_mtime_ns)
+        != (sha, ino, mtime)
+    ]
     assert not changed, f"{len(changed)} committed file(s) changed or written again: {changed[:3]}"
 
 
 def fix_record(out: Path, record: dict) -> None:
     """Make a manifest record match the file now at its path (bytes, sha256, rows)."""
     path = out / record["path"]
-    record.update(bytes=path.stat().st_size, sha256=sha256(path),
-                  rows=pq.read_metadata(path).num_rows)
+    record.update(
+        bytes=path.stat().st_size, sha256=sha256(path), rows=pq.read_metadata(path).num_rows
+    )
 
 
 def problem_lines(result) -> list[str]:
@@ -244,10 +252,14 @@ def _shards_link(out: Path, other: Path):
     return ["shards"], [other / "shards" / "extra.txt"]
 
 
-@pytest.mark.parametrize("damage", [_alias, _loop, _outside, _foreign_file],
-                         ids=["alias", "loop", "outside", "foreign_file"])
-def test_cleanup_follows_no_link_and_deletes_nothing_committed(damage, results, config_file,
-                                                               tmp_path, expected):
+@pytest.mark.parametrize(
+    "damage",
+    [_alias, _loop, _outside, _foreign_file],
+    ids=["alias", "loop", "outside", "foreign_file"],
+)
+def test_cleanup_follows_no_link_and_deletes_nothing_committed(
+    damage, results, config_file, tmp_path, expected
+):
     shas = committed_files_now(results)
     named, kept = damage(results, tmp_path / "other")
     rerun = run_ok(config_file, results)
@@ -256,15 +268,19 @@ def test_cleanup_follows_no_link_and_deletes_nothing_committed(damage, results, 
         assert path.is_file(), f"{path} was deleted"
     for relative in named:
         assert os.path.lexists(results / relative), f"{relative} was removed"
-        said = [line for line in rerun.stderr.splitlines()
-                if "left alone" in line and relative in line]
+        said = [
+            line for line in rerun.stderr.splitlines() if "left alone" in line and relative in line
+        ]
         assert said, f"{relative} not named as left alone: {rerun.stderr}"
     assert f"{N_SHARDS} already committed" in rerun.stderr and "0 played" in rerun.stderr
     assert content(results, committed_only=True).equals(expected)
 
 
-@pytest.mark.parametrize("damage", [_shards_link, _partial_link, _partial_file],
-                         ids=["shards_link", "partial_link", "partial_file"])
+@pytest.mark.parametrize(
+    "damage",
+    [_shards_link, _partial_link, _partial_file],
+    ids=["shards_link", "partial_link", "partial_file"],
+)
 def test_links_where_files_of_ours_go_are_refused(damage, results, config_file, tmp_path):
     """`shards` or `shards/.partial` a link (to another disk, say) or a file: what lies behind
     a link could be neither cleaned up nor checked, so the run refuses in one line, and
@@ -332,14 +348,20 @@ def test_malformed_entry_redoes_only_that_shard(damage, results, config_file, ex
     manifest = read_manifest(results)
     damage(manifest["shards"][2])
     write_manifest(results, manifest)
-    others = {p: p.stat().st_mtime_ns for p in (results / "shards").rglob("*.parquet")
-              if stem(2) not in p.name}
+    others = {
+        p: p.stat().st_mtime_ns
+        for p in (results / "shards").rglob("*.parquet")
+        if stem(2) not in p.name
+    }
     assert len(others) == 2 * (N_SHARDS - 1)
     redo = run_ok(config_file, results)
-    assert f"{N_SHARDS - 1} already committed" in redo.stderr and "1 played" in redo.stderr, \
+    assert f"{N_SHARDS - 1} already committed" in redo.stderr and "1 played" in redo.stderr, (
         redo.stderr
-    assert any("redoing" in line and ("shard 2" in line or stem(2) in line)
-               for line in redo.stderr.splitlines()), redo.stderr
+    )
+    assert any(
+        "redoing" in line and ("shard 2" in line or stem(2) in line)
+        for line in redo.stderr.splitlines()
+    ), redo.stderr
     assert others == {p: p.stat().st_mtime_ns for p in others}
     assert validate_cli(results).exit_code == 0
     assert content(results).equals(expected)
@@ -362,8 +384,9 @@ def test_manifest_of_another_config_named_and_redone(results, config_file, expec
 
 
 @pytest.mark.parametrize("mode", ["deals", "summary"])
-def test_shard_listed_twice_read_once(mode, base_deals, base_summary, tmp_path, config_file,
-                                      expected):
+def test_shard_listed_twice_read_once(
+    mode, base_deals, base_summary, tmp_path, config_file, expected
+):
     out = copy_of(base_deals if mode == "deals" else base_summary, tmp_path)
     manifest = read_manifest(out)
     manifest["shards"].append(json.loads(json.dumps(manifest["shards"][1])))
@@ -371,8 +394,9 @@ def test_shard_listed_twice_read_once(mode, base_deals, base_summary, tmp_path, 
 
     provenance = report_provenance(out)
     assert provenance["deals_read"] == N_DEALS, provenance["deals_read"]
-    assert any("listed twice" in line for line in provenance["shards_not_read"]), \
-        provenance["shards_not_read"]
+    assert any("listed twice" in line for line in provenance["shards_not_read"]), provenance[
+        "shards_not_read"
+    ]
 
     checked = validate_cli(out)
     assert checked.exit_code == 1 and "listed twice" in checked.output, checked.output
@@ -403,6 +427,7 @@ def _run_json_edit(field: str, value):
             run[field] = value
         (out / "run.json").write_text(json.dumps(run, indent=1))
         return lambda line: "run.json" in line and ("config_hash" in line or field in line)
+
     return damage
 
 
@@ -414,14 +439,22 @@ def _shard_4_over_3(out: Path):
     for record in by_index[3]["files"]:
         fix_record(out, record)
     write_manifest(out, manifest)
-    return lambda line: ("shard 3" in line or stem(3) in line) and (
-        "belongs to shard 4" in line or "written for deals" in line)
+    return lambda line: (
+        ("shard 3" in line or stem(3) in line)
+        and ("belongs to shard 4" in line or "written for deals" in line)
+    )
 
 
-@pytest.mark.parametrize("damage", [_deals_huge, _run_json_edit("seed", 7),
-                                    _run_json_edit("deal_scheme", "clocksweep-deals-scheme/0"),
-                                    _shard_4_over_3],
-                         ids=["deals_1e9", "seed", "deal_scheme", "shard4_over_3"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _deals_huge,
+        _run_json_edit("seed", 7),
+        _run_json_edit("deal_scheme", "clocksweep-deals-scheme/0"),
+        _shard_4_over_3,
+    ],
+    ids=["deals_1e9", "seed", "deal_scheme", "shard4_over_3"],
+)
 def test_validate_catches_edits(damage, results, config_file, expected):
     names_it = damage(results)
     checked = validate_cli(results)
@@ -447,7 +480,7 @@ def _corrupt_plain(data: bytes, path: Path) -> bytes:
     value = pq.read_metadata(path).metadata[b"clocksweep"]
     at = data.index(value)
     assert data.count(value) == 1 and value.startswith(b"{")
-    return data[:at] + b"x" + data[at + 1:]
+    return data[:at] + b"x" + data[at + 1 :]
 
 
 def _corrupt_arrow_schema(data: bytes, path: Path) -> bytes:
@@ -460,7 +493,7 @@ def _corrupt_arrow_schema(data: bytes, path: Path) -> bytes:
     raw[brace] = ord("x")
     again = base64.b64encode(bytes(raw))
     assert len(again) == len(encoded)
-    return data[:at] + again + data[at + len(encoded):]
+    return data[:at] + again + data[at + len(encoded) :]
 
 
 def _not_an_object(data: bytes, path: Path) -> bytes:
@@ -471,8 +504,11 @@ def _not_an_object(data: bytes, path: Path) -> bytes:
     return buffer.getvalue().to_pybytes()
 
 
-@pytest.mark.parametrize("corrupt", [_corrupt_plain, _corrupt_arrow_schema, _not_an_object],
-                         ids=["plain_json_byte", "arrow_schema_byte", "json_1"])
+@pytest.mark.parametrize(
+    "corrupt",
+    [_corrupt_plain, _corrupt_arrow_schema, _not_an_object],
+    ids=["plain_json_byte", "arrow_schema_byte", "json_1"],
+)
 def test_footer_provenance_corrupted(corrupt, results, config_file, expected):
     path = results / shard_path(2)
     path.write_bytes(corrupt(path.read_bytes(), path))
@@ -482,11 +518,13 @@ def test_footer_provenance_corrupted(corrupt, results, config_file, expected):
     write_manifest(results, manifest)
 
     checked = validate_cli(results)
-    assert checked.exception is None or isinstance(checked.exception, SystemExit), \
+    assert checked.exception is None or isinstance(checked.exception, SystemExit), (
         f"validate: {type(checked.exception).__name__}: {checked.exception}"
+    )
     assert checked.exit_code == 1, checked.output
-    assert any(path.name in line and "provenance" in line for line in problem_lines(checked)), \
+    assert any(path.name in line and "provenance" in line for line in problem_lines(checked)), (
         checked.output
+    )
 
     provenance = report_provenance(results)
     assert provenance["deals_read"] == N_DEALS - SHARD_SIZE
@@ -517,12 +555,15 @@ def _set_run(field: str, value):
         run = json.loads((out / "run.json").read_text())
         run[field] = value
         (out / "run.json").write_text(json.dumps(run, indent=1))
+
     return damage
 
 
-@pytest.mark.parametrize("damage", [_set_run("runs", 5), _set_run("runs", [1]),
-                                    _set_run("shards", "x")],
-                         ids=["runs_5", "runs_list_of_1", "shards_x"])
+@pytest.mark.parametrize(
+    "damage",
+    [_set_run("runs", 5), _set_run("runs", [1]), _set_run("shards", "x")],
+    ids=["runs_5", "runs_list_of_1", "shards_x"],
+)
 def test_run_json_fields_malformed(damage, results, config_file, expected):
     damage(results)
     one_line_error(validate_cli(results), "run.json")
@@ -556,8 +597,9 @@ def test_stale_temporary_files(results, config_file, expected):
     rerun = run_ok(config_file, results)
     for path in stale:
         assert not path.exists(), f"{path.name} left"
-    assert all(path.name in rerun.stderr for path in stale) or "removed" in rerun.stderr, \
+    assert all(path.name in rerun.stderr for path in stale) or "removed" in rerun.stderr, (
         rerun.stderr
+    )
     assert validate_cli(results).exit_code == 0
     assert content(results).equals(expected)
 
@@ -569,8 +611,9 @@ def test_stale_temporary_files(results, config_file, expected):
 def test_output_with_nul_byte(fresh, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "nul.toml"
-    path.write_text(CONFIG.replace('name = "t"\n',
-                                   f'name = "t"\noutput = "{tmp_path}/a\\u0000b"\n'))
+    path.write_text(
+        CONFIG.replace('name = "t"\n', f'name = "t"\noutput = "{tmp_path}/a\\u0000b"\n')
+    )
     assert "\x00" in tomllib.loads(path.read_text())["output"]
     line = one_line_error(run_cli(path, *(["--fresh"] if fresh else [])), "output")
     assert "run.json" not in line
@@ -597,12 +640,18 @@ def test_connect_seconds_not_a_number(config_file, tmp_path, monkeypatch):
     ray_tmp = f"/tmp/csdmg{os.getpid()}"
     environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     environment["RAY_TMPDIR"] = ray_tmp
-    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run",
-               str(config_file), f"--set=output={tmp_path / 'R'}", "--address",
-               f"127.0.0.1:{port}"]
+    command = [
+        sys.executable,
+        "-c",
+        "from pipeline.cli import cli; cli()",
+        "run",
+        str(config_file),
+        f"--set=output={tmp_path / 'R'}",
+        "--address",
+        f"127.0.0.1:{port}",
+    ]
     try:
-        proc = subprocess.run(command, env=environment, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
     finally:
         listener.close()
         end_processes(ray_tmp, remove=True)
@@ -678,8 +727,9 @@ def test_links_at_temporary_names_are_not_written_through(results, config_file, 
     assert content(results).equals(expected)
 
 
-def test_a_shard_whose_file_cannot_be_put_in_place_is_not_committed(results, config_file,
-                                                                      tmp_path, expected):
+def test_a_shard_whose_file_cannot_be_put_in_place_is_not_committed(
+    results, config_file, tmp_path, expected
+):
     """A directory appears at a shard's path mid-run: that shard fails (named, retried, given
     up), every other shard is committed, and a rerun once it is gone completes the sweep."""
     import threading
@@ -705,13 +755,18 @@ def test_a_shard_whose_file_cannot_be_put_in_place_is_not_committed(results, con
 
     thread = threading.Thread(target=block_when_shard_3_runs)
     thread.start()
-    failed = CliRunner().invoke(cli, ["run", str(config_file), f"--set=output={results}",
-                                      "--set=ray.max_retries=1"],
-                                obj={"task": faults.pausing(0.3, str(pids))})
+    failed = CliRunner().invoke(
+        cli,
+        ["run", str(config_file), f"--set=output={results}", "--set=ray.max_retries=1"],
+        obj={"task": faults.pausing(0.3, str(pids))},
+    )
     thread.join()
     assert failed.exit_code == 1, failed.output
-    assert "shard 3 (12000-15999) failed, attempt 2 of 2: its files could not be put in place" \
-        in failed.stderr and "giving up" in failed.stderr
+    assert (
+        "shard 3 (12000-15999) failed, attempt 2 of 2: its files could not be put in place"
+        in failed.stderr
+        and "giving up" in failed.stderr
+    )
     assert sorted(e["index"] for e in read_manifest(results)["shards"]) == [0, 1, 2, 4]
     assert not list((results / "shards").glob(".partial/**/*.tmp"))
     blocker.rmdir()
@@ -731,11 +786,15 @@ def test_deeply_nested_records_are_one_line(name, results):
         one_line_error(result, name, "nested too deeply")
 
 
-@pytest.mark.parametrize("damage", [
-    ("config.record deleted", lambda run: run["config"].pop("record")),
-    ("a run's ray a string", lambda run: run["runs"][0].update(ray="x")),
-    ("a run's nodes a number", lambda run: run["runs"][0]["ray"].update(nodes=3)),
-], ids=lambda d: d[0] if isinstance(d, tuple) else d)
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ("config.record deleted", lambda run: run["config"].pop("record")),
+        ("a run's ray a string", lambda run: run["runs"][0].update(ray="x")),
+        ("a run's nodes a number", lambda run: run["runs"][0]["ray"].update(nodes=3)),
+    ],
+    ids=lambda d: d[0] if isinstance(d, tuple) else d,
+)
 def test_more_malformed_run_records(damage, results):
     run = json.loads((results / "run.json").read_text())
     damage[1](run)

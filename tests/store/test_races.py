@@ -143,18 +143,30 @@ def test_second_driver_refused_while_first_runs(tmp_path):
         proc = driver(config_file, out, fault=f"pause=2.0:{pids}", env={"RAY_TMPDIR": ray_tmp})
         # B while A starts its Ray: A has read the directory (empty), has not written run.json.
         deadline = time.monotonic() + 120
-        while not processes_mentioning(ray_tmp) and proc.poll() is None and time.monotonic() < deadline:
+        while (
+            not processes_mentioning(ray_tmp)
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.01)
         if (out / "run.json").exists() or proc.poll() is not None:
-            problems.append("the window was missed: A's run.json existed (or A had ended) when its "
-                            "Ray was first seen")
+            problems.append(
+                "the window was missed: A's run.json existed (or A had ended) when its "
+                "Ray was first seen"
+            )
         else:
             race = run_cli(config_file, out, "seed=7")
             if race.exit_code == 0:
-                problems.append("B (seed 7), started while A was starting Ray, was not refused: it "
-                                "ran in A's output (" + race.stderr.strip()[-200:] + ")")
-            elif (cli_one_line_problem(race) or "in use by another clocksweep run" not in race.stderr):
-                problems.append(f"B while A started Ray: {cli_one_line_problem(race) or race.stderr.strip()!r}")
+                problems.append(
+                    "B (seed 7), started while A was starting Ray, was not refused: it "
+                    "ran in A's output (" + race.stderr.strip()[-200:] + ")"
+                )
+            elif (
+                cli_one_line_problem(race) or "in use by another clocksweep run" not in race.stderr
+            ):
+                problems.append(
+                    f"B while A started Ray: {cli_one_line_problem(race) or race.stderr.strip()!r}"
+                )
 
         # B while A is mid-sweep (its tasks paused with a shard half written).
         while not list(pids.glob("*.pid")) and proc.poll() is None and time.monotonic() < deadline:
@@ -162,16 +174,25 @@ def test_second_driver_refused_while_first_runs(tmp_path):
         if proc.poll() is not None:
             problems.append("A ended before any task paused")
         else:
-            before = {p: data for p, data in files_under(out).items()
-                      if p.name not in ("manifest.json", ".lock") and not p.name.endswith(".tmp")
-                      and ".partial" not in p.relative_to(out).parts}
+            before = {
+                p: data
+                for p, data in files_under(out).items()
+                if p.name not in ("manifest.json", ".lock")
+                and not p.name.endswith(".tmp")
+                and ".partial" not in p.relative_to(out).parts
+            }
             mid = run_cli(config_file, out, "seed=7")
             problem = cli_one_line_problem(mid)
             if problem or "in use by another clocksweep run" not in mid.stderr:
-                problems.append(f"B mid-sweep not refused as 'in use by another clocksweep run': "
-                                f"{problem or mid.stderr.strip()!r}")
-            lost = [str(p.relative_to(out)) for p, data in before.items()
-                    if not p.exists() or p.read_bytes() != data]
+                problems.append(
+                    f"B mid-sweep not refused as 'in use by another clocksweep run': "
+                    f"{problem or mid.stderr.strip()!r}"
+                )
+            lost = [
+                str(p.relative_to(out))
+                for p, data in before.items()
+                if not p.exists() or p.read_bytes() != data
+            ]
             if lost:
                 problems.append(f"B mid-sweep removed or changed A's files: {lost}")
         _, a_stderr = proc.communicate(timeout=150)
@@ -199,12 +220,16 @@ def test_second_driver_refused_while_first_runs(tmp_path):
         after_a = run_cli(config_file, out, "seed=7")
         problem = cli_one_line_problem(after_a)
         if problem or "another config" not in after_a.stderr:
-            problems.append(f"B after A not refused as 'another config': {problem or after_a.stderr!r}")
+            problems.append(
+                f"B after A not refused as 'another config': {problem or after_a.stderr!r}"
+            )
         if before != {p: data for p, data in files_under(out).items() if p.name != ".lock"}:
             problems.append("B after A changed A's files")
         same = run_cli(config_file, out)
         if same.exit_code != 0 or "0 played" not in same.stderr:
-            problems.append(f"the same config after A did not resume with '0 played': {same.output!r}")
+            problems.append(
+                f"the same config after A did not resume with '0 played': {same.output!r}"
+            )
     assert not problems, "\n".join(problems)
 
 
@@ -226,9 +251,12 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and proc.poll() is None:
             done = {e.get("index") for e in manifest_entries(out)}
-            paused = [p for p in pids.glob("shard-*.pid")
-                      if int(p.name.split(".")[0].removeprefix("shard-")) not in done
-                      and time.time() - p.stat().st_mtime < 1.0]
+            paused = [
+                p
+                for p in pids.glob("shard-*.pid")
+                if int(p.name.split(".")[0].removeprefix("shard-")) not in done
+                and time.time() - p.stat().st_mtime < 1.0
+            ]
             if done and paused:
                 os.kill(proc.pid, signal.SIGKILL)
                 killed = True
@@ -239,7 +267,9 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
     finally:
         stop(proc)
         end_ray(ray_tmp)
-    assert killed, f"no moment with a shard committed and a task paused: {proc.stderr.read()[-500:]!r}"
+    assert killed, (
+        f"no moment with a shard committed and a task paused: {proc.stderr.read()[-500:]!r}"
+    )
 
     entries = manifest_entries(out)
     assert 1 <= len(entries) < 8, entries
@@ -248,13 +278,17 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
     try:
         scanned = pl.scan_parquet(out / "shards" / "deals").collect().height
         if scanned != rows:
-            problems.append(f"pl.scan_parquet(R/shards/deals) gives {scanned} rows, the manifest "
-                            f"lists {rows}")
+            problems.append(
+                f"pl.scan_parquet(R/shards/deals) gives {scanned} rows, the manifest lists {rows}"
+            )
     except Exception as error:  # noqa: BLE001 - the reader's failure is the finding
-        problems.append(f"pl.scan_parquet(R/shards/deals) fails: {type(error).__name__}: "
-                        f"{str(error).splitlines()[0]}")
-    others = sorted(str(p.relative_to(out)) for p in (out / "shards" / "deals").rglob("*")
-                    if p not in listed)
+        problems.append(
+            f"pl.scan_parquet(R/shards/deals) fails: {type(error).__name__}: "
+            f"{str(error).splitlines()[0]}"
+        )
+    others = sorted(
+        str(p.relative_to(out)) for p in (out / "shards" / "deals").rglob("*") if p not in listed
+    )
     if others:
         problems.append(f"files under shards/deals/ the manifest does not list: {others}")
     committed = validate.committed_files(str(out))
@@ -289,8 +323,11 @@ def tmpfs(tmp_path):
 
     def mount(size: str, remount: bool = False) -> Path:
         options = f"remount,size={size}" if remount else f"size={size}"
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
         if not remount:
@@ -316,16 +353,22 @@ def disk_full_problem(result) -> str | None:
         return "exit 0 on a full disk"
     if "Traceback" in result.output:
         return f"traceback: {result.output[-400:]!r}"
-    said = [line for line in result.stderr.splitlines()
-            if "No space left" in line or "disk is full" in line]
+    said = [
+        line
+        for line in result.stderr.splitlines()
+        if "No space left" in line or "disk is full" in line
+    ]
     if not said:
         return f"no line says 'No space left' / 'disk is full': {result.stderr[-400:]!r}"
     return None
 
 
 def stray_temporaries(out: Path) -> list[str]:
-    return sorted(str(p.relative_to(out)) for p in out.rglob("*.tmp")
-                  if ".partial" not in p.relative_to(out).parts)
+    return sorted(
+        str(p.relative_to(out))
+        for p in out.rglob("*.tmp")
+        if ".partial" not in p.relative_to(out).parts
+    )
 
 
 def test_disk_full_mid_sweep(tmp_path, tmpfs):
@@ -351,8 +394,11 @@ def test_disk_full_mid_sweep(tmp_path, tmpfs):
         # Missing shards, and leftovers kept out of readers' way in shards/.partial/, are
         # what a full disk may leave; anything else is a committed shard damaged or a file
         # readers of shards/<table>/ would see.
-        other = [p for p in found
-                 if not p.startswith("shards missing") and not p.startswith("shards/.partial/")]
+        other = [
+            p
+            for p in found
+            if not p.startswith("shards missing") and not p.startswith("shards/.partial/")
+        ]
         if other:
             problems.append(f"validate after the full disk: {other}")
         # (Usually about half the shards are committed; none when the disk filled while the
@@ -364,8 +410,10 @@ def test_disk_full_mid_sweep(tmp_path, tmpfs):
     tmpfs(f"{4 * needed * 4}k", remount=True)
     rerun = run_cli(config_file, out)
     if rerun.exit_code != 0 or raised(rerun):
-        problems.append(f"rerun with space: exit {rerun.exit_code} {raised(rerun) or ''}: "
-                        f"{rerun.output[-300:]!r}")
+        problems.append(
+            f"rerun with space: exit {rerun.exit_code} {raised(rerun) or ''}: "
+            f"{rerun.output[-300:]!r}"
+        )
     elif validate_cli(out).exit_code != 0 or not content(out).equals(content(reference)):
         problems.append("the rerun's results are not those of an uninterrupted run")
     assert not problems, "\n".join(problems)
@@ -395,8 +443,10 @@ def test_disk_full_while_run_json_written(tmp_path, tmpfs):
     filler.unlink()
     rerun = run_cli(config_file, out)
     if rerun.exit_code != 0 or raised(rerun):
-        problems.append(f"rerun with space: exit {rerun.exit_code} {raised(rerun) or ''}: "
-                        f"{rerun.stderr.strip()[-300:]!r}")
+        problems.append(
+            f"rerun with space: exit {rerun.exit_code} {raised(rerun) or ''}: "
+            f"{rerun.stderr.strip()[-300:]!r}"
+        )
     elif not content(out).equals(kernel_rows(config_text(1000, 500))):
         problems.append("the rerun's results are not those of an uninterrupted run")
     assert not problems, "\n".join(problems)
@@ -406,11 +456,18 @@ def test_disk_full_while_run_json_written(tmp_path, tmpfs):
 
 
 def report_process(results: Path) -> subprocess.Popen:
-    command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", "report",
-               str(results), "--no-plots"]
+    command = [
+        sys.executable,
+        "-c",
+        "from pipeline.cli import cli; cli()",
+        "report",
+        str(results),
+        "--no-plots",
+    ]
     environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def reading(proc: subprocess.Popen, under: Path, timeout: float = 60) -> bool:
@@ -446,8 +503,14 @@ def test_report_while_fresh_run_deletes(tmp_path):
 
     # (wait until the report has a shard file open?, then seconds, then what to do): the
     # report verifies and decodes the first shards for a second or so before the others.
-    trials = [(True, 0.0, "delete"), (True, 0.3, "delete"), (True, 0.3, "fresh"),
-              (False, 0.5, "fresh"), (False, 1.1, "delete"), (False, 1.7, "fresh")]
+    trials = [
+        (True, 0.0, "delete"),
+        (True, 0.3, "delete"),
+        (True, 0.3, "fresh"),
+        (False, 0.5, "fresh"),
+        (False, 1.1, "delete"),
+        (False, 1.7, "fresh"),
+    ]
     problems: list[str] = []
     for number, (after_open, delay, action) in enumerate(trials):
         when = f"{delay} s after {'it opened a shard' if after_open else 'its start'}"
@@ -463,7 +526,9 @@ def test_report_while_fresh_run_deletes(tmp_path):
             else:
                 fresh = run_cli(config_file, out, f"seed={7 + number}", fresh=True)
                 if fresh.exit_code != 0:
-                    problems.append(f"trial {number}: the --fresh run failed: {fresh.output[-300:]!r}")
+                    problems.append(
+                        f"trial {number}: the --fresh run failed: {fresh.output[-300:]!r}"
+                    )
             stdout, stderr = proc.communicate(timeout=120)
         finally:
             stop(proc)
@@ -484,13 +549,20 @@ def limited() -> None:
 def cli_process(*args: str, cwd: Path) -> subprocess.Popen:
     command = [sys.executable, "-c", "from pipeline.cli import cli; cli()", *args]
     environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return subprocess.Popen(command, env=environment, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=limited)
+    return subprocess.Popen(
+        command,
+        env=environment,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limited,
+    )
 
 
 def shards_said(count: int) -> re.Pattern:
     digits = str(count)
-    groups = [digits[max(0, i - 3):i] for i in range(len(digits), 0, -3)][::-1]
+    groups = [digits[max(0, i - 3) : i] for i in range(len(digits), 0, -3)][::-1]
     return re.compile(",?".join(groups) + " shards")
 
 
@@ -505,16 +577,33 @@ def test_plans_are_ranges(tmp_path):
     run["config"]["deals"], run["config"]["shard_size"] = 2**64, 1
     run["config_hash"] = sweep_config.from_dict(run["config"]).hash
     (results / "run.json").write_text(json.dumps(run))
-    strategies = Path(__file__).resolve().parent.parent / "configs" / "strategies.toml"
+    strategies = Path(__file__).resolve().parents[2] / "configs" / "strategies.toml"
 
     commands = {
-        "dry run of 2**64 shards": ["run", str(config_file), "--dry-run",
-                                    "--set", "deals=18446744073709551616", "--set", "shard_size=1"],
-        "dry run of strategies.toml, shard_size=1": ["run", str(strategies), "--set",
-                                                     "shard_size=1", "--dry-run"],
+        "dry run of 2**64 shards": [
+            "run",
+            str(config_file),
+            "--dry-run",
+            "--set",
+            "deals=18446744073709551616",
+            "--set",
+            "shard_size=1",
+        ],
+        "dry run of strategies.toml, shard_size=1": [
+            "run",
+            str(strategies),
+            "--set",
+            "shard_size=1",
+            "--dry-run",
+        ],
         "validate of a 2**64-shard plan": ["validate", str(results)],
-        "deals=2**64+1": ["run", str(config_file), "--dry-run", "--set",
-                          "deals=18446744073709551617"],
+        "deals=2**64+1": [
+            "run",
+            str(config_file),
+            "--dry-run",
+            "--set",
+            "deals=18446744073709551617",
+        ],
     }
     started = time.monotonic()
     procs = {name: cli_process(*args, cwd=tmp_path) for name, args in commands.items()}
@@ -522,7 +611,9 @@ def test_plans_are_ranges(tmp_path):
     try:
         for name, proc in procs.items():
             try:
-                stdout, stderr = proc.communicate(timeout=max(1.0, 60 - (time.monotonic() - started)))
+                stdout, stderr = proc.communicate(
+                    timeout=max(1.0, 60 - (time.monotonic() - started))
+                )
                 answers[name] = (proc.returncode, stdout, stderr)
             except subprocess.TimeoutExpired:
                 answers[name] = None
@@ -538,19 +629,23 @@ def test_plans_are_ranges(tmp_path):
     for name, answer in answers.items():
         if answer is None:
             problems.append(f"{name}: no answer within 60 s")
-    for name, count in (("dry run of 2**64 shards", 2**64),
-                        ("dry run of strategies.toml, shard_size=1", 10**9)):
+    for name, count in (
+        ("dry run of 2**64 shards", 2**64),
+        ("dry run of strategies.toml, shard_size=1", 10**9),
+    ):
         if answers[name] is None:
             continue
         code, stdout, stderr = answers[name]
         if code != 0 or not shards_said(count).search(stdout):
-            problems.append(f"{name}: exit {code}, want {count} shards said: "
-                            f"{last(stdout) or last(stderr)!r}")
+            problems.append(
+                f"{name}: exit {code}, want {count} shards said: {last(stdout) or last(stderr)!r}"
+            )
     if answers["validate of a 2**64-shard plan"] is not None:
         code, stdout, stderr = answers["validate of a 2**64-shard plan"]
         if code != 1 or "shards missing" not in stdout:
-            problems.append(f"validate of a 2**64-shard plan: exit {code}: "
-                            f"{last(stderr) or last(stdout)!r}")
+            problems.append(
+                f"validate of a 2**64-shard plan: exit {code}: {last(stderr) or last(stdout)!r}"
+            )
     if answers["deals=2**64+1"] is not None:
         code, stdout, stderr = answers["deals=2**64+1"]
         problem = one_line_problem(code, stdout, stderr)
