@@ -104,23 +104,55 @@ def cli():
 
 
 @cli.command()
-@click.option("--seed", "seed_text", required=True, help="The sweep seed (unsigned 64-bit).")
-@click.argument("deal_range", metavar="RANGE")
+@click.option("--seed", "seed_text", help="The sweep seed (unsigned 64-bit).")
+@click.argument("deal_range", metavar="RANGE", required=False)
+@click.option(
+    "--layout",
+    "layout_path",
+    metavar="FILE",
+    help="Play a layout you hold instead: a `deal --json` line or 52 cards (- for stdin).",
+)
 @choice_option("order", rules.ORDERS, "round-robin", "How the deck is dealt")
+@click.option("--reverse", is_flag=True, help="--layout deck: its last card is dealt first.")
 @choice_option("variant", rules.VARIANTS, None, "Replay the deal under this variant")
 @choice_option("strategy", rules.STRATEGIES, None, "The rescue strategy of the replay")
 @choice_option("finale", rules.FINALES, "down", "Bottom cards face down or up")
 @choice_option("depth", rules.DEPTHS, None, "exchange only: where the king goes")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per deal, for tools.")
-def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json):
+def deal(
+    seed_text, deal_range, layout_path, order, reverse, variant, strategy, finale, depth, as_json
+):
     """Show deals by number: the layout, and with --variant a step-by-step replay.
 
     RANGE is one deal number (7) or an inclusive range (0-1999). With --json each deal is a
     line {seed, deal, scheme, order, piles}: 13 lists of cards, hours 1..12 then the centre,
     each top first.
+
+    With --layout FILE, the deal is one you bring: the JSON line `deal --json` prints, or a
+    deck of 52 cards (7H TD KS ..., the first dealt first, laid out by --order). It is checked,
+    drawn and replayed under --variant (standard by default); --json then prints its result
+    row. `random` draws its pick from the deal's seed and number: the JSON's, or --seed and
+    RANGE.
     """
     from pipeline.engine import deals, display, reference
 
+    if layout_path is not None:
+        return deal_from_layout(
+            layout_path,
+            seed_text,
+            deal_range,
+            order,
+            reverse,
+            variant,
+            strategy,
+            finale,
+            depth,
+            as_json,
+        )
+    if seed_text is None or deal_range is None:
+        raise InputError("deal: give --seed S and a RANGE of deal numbers, or --layout FILE")
+    if reverse:
+        raise InputError("--reverse: applies only to a deck given with --layout")
     seed = parse_u64("--seed", seed_text)
     numbers = parse_range(deal_range)
     cell = None
@@ -152,6 +184,88 @@ def deal(seed_text, deal_range, order, variant, strategy, finale, depth, as_json
             click.echo(display.replay(seed, number, cell))
 
 
+def read_text(path: str, name: str) -> str:
+    """A file's text, or standard input's for ``-``; one line if it cannot be read."""
+    if path == "-":
+        return click.get_text_stream("stdin").read()
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise InputError(f"{name}: {path}: {reason}") from None
+
+
+def deal_from_layout(
+    path, seed_text, deal_range, order, reverse, variant, strategy, finale, depth, as_json
+):
+    """`deal --layout`: check the layouts a user brings, then draw each and replay it under a
+    cell. Every layout is checked before anything is printed."""
+    from pipeline.engine import deals, display, layout_input, reference
+
+    try:
+        layouts = layout_input.parse(read_text(path, "--layout"), order, reverse)
+    except layout_input.LayoutError as error:
+        raise InputError(str(error)) from None
+    seed = number = None
+    if seed_text is not None:
+        seed = parse_u64("--seed", seed_text)
+    if deal_range is not None:
+        numbers = parse_range(deal_range)
+        if len(numbers) != 1:
+            raise InputError(f"RANGE: {deal_range!r}; a layout is one deal, so one deal number")
+        number = numbers[0]
+    if (seed is not None or number is not None) and len(layouts) > 1:
+        raise InputError(
+            f"--seed, RANGE: name one deal, and the input holds {len(layouts)} layouts"
+        )
+    plays = []
+    for at, given in enumerate(layouts, 1):
+        where = f"layout {at}: " if len(layouts) > 1 else ""
+        if seed is not None and given.seed not in (None, seed):
+            raise InputError(f"--seed: {seed}, but the layout names seed {given.seed}")
+        if number is not None and given.deal not in (None, number):
+            raise InputError(f"RANGE: deal {number}, but the layout names deal {given.deal}")
+        deal_seed = given.seed if seed is None else seed
+        deal_number = given.deal if number is None else number
+        cell = make_cell(
+            variant=variant or "standard",
+            strategy=strategy,
+            finale=finale,
+            order=given.order or order,
+            depth=depth,
+        )
+        if cell.strategy == "random":
+            if deal_seed is None or deal_number is None:
+                raise InputError(
+                    f"{where}--strategy random: its pick is drawn from the deal's seed and "
+                    "number; give --seed S and the deal number, or a layout from `deal --json`, "
+                    "which names them"
+                )
+            if given.scheme not in (None, deals.SCHEME_VERSION):
+                raise InputError(
+                    f"{where}--strategy random: the layout names deal scheme {given.scheme}, "
+                    f"and this version draws from scheme {deals.SCHEME_VERSION}"
+                )
+        plays.append((given, cell, deal_seed, deal_number))
+    for given, cell, deal_seed, deal_number in plays:
+        table = reference.Table(down=[list(pile) for pile in given.piles])
+        result = reference.play(deal_seed or 0, deal_number or 0, cell, table)
+        if as_json:
+            click.echo(json.dumps(result.record.row(cell, deal_seed, deal_number)))
+            continue
+        named = (
+            f"seed {deal_seed}, deal {deal_number}"
+            if deal_seed is not None and deal_number is not None
+            else "a deal"
+        )
+        source = "standard input" if path == "-" else path
+        click.echo(f"{named} from {source}, order {cell.order}")
+        piles = [list(pile) for pile in given.piles]
+        click.echo(display.clock_face(piles, finale_up=finale == "up"))
+        click.echo(display.replay_text(cell, table, result))
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per value.")
 def odds(as_json):
@@ -167,8 +281,17 @@ def odds(as_json):
         value = record["exact"]
         numerator, _, denominator = value.partition("/")
         decimal = int(numerator) / int(denominator or 1)
-        who = record["variant"] + (f" {record['strategy']}" if record["strategy"] else "")
-        click.echo(f"{who:<22} {record['quantity']:<22} {value:>48}  = {decimal:.10f}")
+        who = " ".join(
+            filter(
+                None,
+                (
+                    record["variant"],
+                    record["strategy"],
+                    record["depth"] and f"depth={record['depth']}",
+                ),
+            )
+        )
+        click.echo(f"{who:<32} {record['quantity']:<20} {value:>48}  = {decimal:.10f}")
 
 
 def _finite(ctx, param, value):

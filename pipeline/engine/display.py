@@ -46,6 +46,11 @@ def replay(seed: int, deal: int, cell: rules.Cell) -> str:
     """The deal played step by step under a cell by the reference engine, and its result."""
     table = reference.Table(down=reference.layout(seed, deal, cell.order))
     result = reference.play(seed, deal, cell, table)
+    return replay_text(cell, table, result)
+
+
+def replay_text(cell: rules.Cell, table: reference.Table, result: reference.DealResult) -> str:
+    """A played table's steps, numbered, and the deal's result."""
     lines = [f"replay under {cell.label}:"]
     lines += [f"{number:3d}. {step.describe()}" for number, step in enumerate(table.steps, 1)]
     outcome = "won" if result.won else "lost"

@@ -54,6 +54,39 @@ where P(win | U = 0) = 1: the standard game was already won, no rescue needed.
 so the first nonzero count is distributed like a uniformly chosen nonzero one. The code
 computes each from its own definition; the tests check the equality rather than assume it.
 
+The exchange at the top. It wins only on a pile holding one face-down card, and then as the
+exchange at the bottom does (docs/rules.md), so for a counts-only strategy
+
+    P(win | d) = [d_p = 1] * 1 / U,
+
+and the dynamic programme above carries, instead of E[d_p], the chance that the chosen pile
+holds one card (for `random`, the share of the nonzero counts that are 1).
+
+Rescues that read the bottom cards (`oracle` under either finale, `informed` with face-up
+finales, which plays as the oracle there). Let S be the k hour piles still holding cards at
+the first death and f(q) the home of pile q's bottom card: f maps S into S, since a bottom
+card of rank r is unseen and so pile r still holds a card. A rescue at p wins exactly when
+every pile of S reaches p along f (docs/rules.md, why the bottom cards decide), which for a
+map means: its graph is connected and p lies on its one cycle. The oracle takes such a p
+whenever there is one, so it wins exactly when f is connected (at the top: connected, with a
+pile of one card on the cycle).
+
+Given the counts d, the U unseen cards lie in a uniformly random arrangement, so the k
+bottom cards are an ordered sample without replacement from them: a map f with in-degrees
+m_r has chance prod_r (d_r)_{m_r} / (U)_k, (x)_m the falling factorial. Summing over the
+connected maps: choose the cycle's set C (|C| = L, (L - 1)! cyclic orders) and a forest on
+S rooted in C. The forest form of Cayley's formula, sum over forests rooted in C of
+prod_i x_i^{children(i)} = (sum_{i in C} x_i) * X^(k - L - 1) with X = sum_{i in S} x_i, and
+the Vandermonde identity, which turns x^b X^n into prod_i (d_i)_{b_i} * (U - |b|)_n when each
+x_i^m is read as (d_i)_m, give
+
+    P(connected | d) = [ (k - 1)! prod_S d_i
+                         + sum_{C, 0 < L < k} (L - 1)! prod_C d_i * sum_{c in C} (d_c - 1)
+                                                               * (U - L - 1)_{k - L - 1} ] / (U)_k,
+
+the sum over C taken rank by rank by a small dynamic programme. It depends on d only as a
+multiset, so the average over the count vectors of U runs over their multiplicities.
+
 The deal order (round-robin or packets) only renames which layout a deal number gives, so it
 cannot change these chances; the face-up finale only changes what `informed` can see.
 
@@ -64,13 +97,12 @@ tests that claim by exhaustive play on small decks, see tests/engine/test_odds.p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from fractions import Fraction
 from functools import cache
-from math import comb
+from math import comb, factorial, perm
 
 from pipeline.engine import rules
-from pipeline.engine.rules import COUNT_STRATEGIES, N_HOURS, PILE_SIZE, Cell
+from pipeline.engine.rules import BOTTOM_STRATEGIES, N_HOURS, PILE_SIZE, Cell
 
 # COUNT_STRATEGIES' odds depend only on the face-down counts, so have exact values here.
 
@@ -127,8 +159,9 @@ def _first_nonzero(summary: int, count: int) -> int:
     return summary if summary else count
 
 
-def _nonzero_piles(summary: int, count: int) -> int:
-    return summary + (count > 0)
+def _nonzero_and_single_piles(summary: tuple[int, int], count: int) -> tuple[int, int]:
+    nonzero, single = summary
+    return nonzero + (count > 0), single + (count == 1)
 
 
 def _largest(summary: int, count: int) -> int:
@@ -141,36 +174,58 @@ def _smallest_positive(summary: int, count: int) -> int:
     return count if summary == 0 else min(summary, count)
 
 
-# strategy -> (how a rank's count updates the summary, E[d_p | summary, U])
-_STRATEGY_SUMMARIES: dict[str, tuple[Callable[[int, int], int], Callable[[int, int], Fraction]]] = {
-    "clockwise": (_first_nonzero, lambda first, down: Fraction(first)),
-    # The random pick is uniform over the k nonzero piles, whose counts add up to U.
-    "random": (_nonzero_piles, lambda nonzero, down: Fraction(down, nonzero)),
-    "most": (_largest, lambda largest, down: Fraction(largest)),
-    "fewest": (_smallest_positive, lambda smallest, down: Fraction(smallest)),
+# strategy -> (the summary before any rank, how a rank's count updates it,
+#              E[d_p | summary, U], P(d_p = 1 | summary))
+_STRATEGY_SUMMARIES = {
+    "clockwise": (
+        0,
+        _first_nonzero,
+        lambda first, down: Fraction(first),
+        lambda first: Fraction(int(first == 1)),
+    ),
+    # The random pick is uniform over the nonzero piles, whose counts add up to U.
+    "random": (
+        (0, 0),
+        _nonzero_and_single_piles,
+        lambda piles, down: Fraction(down, piles[0]),
+        lambda piles: Fraction(piles[1], piles[0]),
+    ),
+    "most": (
+        0,
+        _largest,
+        lambda largest, down: Fraction(largest),
+        lambda largest: Fraction(int(largest == 1)),
+    ),
+    "fewest": (
+        0,
+        _smallest_positive,
+        lambda smallest, down: Fraction(smallest),
+        lambda smallest: Fraction(int(smallest == 1)),
+    ),
 }
 
 
-def _check_strategy(strategy: str) -> None:
-    if strategy not in _STRATEGY_SUMMARIES:
-        raise ValueError(
-            f"strategy: {strategy!r} has no exact value; those that do: "
-            f"{', '.join(COUNT_STRATEGIES)}"
-        )
+def _check_rescue(strategy: str, depth: str) -> None:
+    if strategy not in rules.STRATEGIES:
+        raise ValueError(f"strategy: {strategy!r}; expected one of {', '.join(rules.STRATEGIES)}")
+    if depth not in rules.DEPTHS:
+        raise ValueError(f"depth: {depth!r}; expected one of {', '.join(rules.DEPTHS)}")
 
 
 @cache
-def _chosen_count_totals(strategy: str, ranks: int, suits: int) -> tuple[Fraction, ...]:
-    """For each U: the sum over count vectors of weight * E[d_p | counts].
+def _chosen_pile_totals(strategy: str, depth: str, ranks: int, suits: int) -> tuple[Fraction, ...]:
+    """For each U: the sum over count vectors of weight * E[d_p | counts] (depth "bottom") or
+    weight * P(d_p = 1 | counts) (depth "top"), p the pile the counts-only strategy picks.
 
     A count vector's weight, prod C(suits, d_q), is the number of face-down subsets it stands
-    for. Divided by C(ranks * suits, U), the total weight of all U-subsets, it is E[d_p | U].
+    for. Divided by C(ranks * suits, U), the total weight of all U-subsets, it is E[d_p | U]
+    (or P(d_p = 1 | U)).
     """
-    update, expected_chosen = _STRATEGY_SUMMARIES[strategy]
+    start, update, expected_chosen, chosen_single = _STRATEGY_SUMMARIES[strategy]
     # (face-down total so far, summary) -> number of ways to choose the cards so far
-    ways: dict[tuple[int, int], int] = {(0, 0): 1}
+    ways = {(0, start): 1}
     for _rank in range(ranks):
-        next_ways: dict[tuple[int, int], int] = {}
+        next_ways = {}
         for (down, summary), count_ways in ways.items():
             for count in range(suits + 1):
                 key = (down + count, update(summary, count))
@@ -179,32 +234,109 @@ def _chosen_count_totals(strategy: str, ranks: int, suits: int) -> tuple[Fractio
     totals = [Fraction(0)] * (ranks * suits + 1)
     for (down, summary), count_ways in ways.items():
         if down > 0:
-            totals[down] += count_ways * expected_chosen(summary, down)
+            chosen = expected_chosen(summary, down) if depth == "bottom" else chosen_single(summary)
+            totals[down] += count_ways * chosen
+    return tuple(totals)
+
+
+@cache
+def bottom_map_chance(counts: tuple[int, ...], through_single: bool = False) -> Fraction:
+    """P(the bottom-card map on piles holding ``counts`` face-down cards is connected), the
+    unseen cards in a uniformly random arrangement; with ``through_single``, connected with a
+    pile of one card on its cycle. ``counts`` are the positive counts, in any order."""
+    if any(count <= 0 for count in counts):
+        raise ValueError(f"counts: {counts}; expected positive counts")
+    k, down = len(counts), sum(counts)
+    if k == 0:
+        return Fraction(1)
+    # (cycle size L, a one-card pile in the cycle) -> sum over cycle sets C of prod_C d
+    # (products) and of prod_C d * sum_{c in C} (d_c - 1) (spreads), pile by pile.
+    products = {(0, False): 1}
+    spreads = {(0, False): 0}
+    for count in counts:
+        next_products, next_spreads = dict(products), dict(spreads)
+        for (size, single), product in products.items():
+            key = (size + 1, single or count == 1)
+            next_products[key] = next_products.get(key, 0) + product * count
+            next_spreads[key] = (
+                next_spreads.get(key, 0)
+                + spreads[(size, single)] * count
+                + product * count * (count - 1)
+            )
+        products, spreads = next_products, next_spreads
+    connected = 0
+    for (size, single), product in products.items():
+        if size == 0 or (through_single and not single):
+            continue
+        if size == k:  # every pile on the cycle: a permutation, no forest
+            connected += factorial(k - 1) * product
+        else:
+            trees = perm(down - size - 1, k - size - 1)
+            connected += factorial(size - 1) * spreads[(size, single)] * trees
+    return Fraction(connected, perm(down, k))
+
+
+@cache
+def _bottom_reader_totals(depth: str, ranks: int, suits: int) -> tuple[Fraction, ...]:
+    """For each U: the sum over count vectors of weight * P(the oracle wins | counts)."""
+    totals = [Fraction(0)] * (ranks * suits + 1)
+
+    def spread(piles_left: int, count: int, counts: tuple[int, ...], vectors: int, weight: int):
+        # Multiplicities: how many ranks hold each count, from ``count`` down to 0.
+        if count == 0:
+            down = sum(counts)
+            if down > 0:
+                chance = bottom_map_chance(counts, through_single=depth == "top")
+                totals[down] += vectors * weight * chance
+            return
+        for ranks_here in range(piles_left + 1):
+            spread(
+                piles_left - ranks_here,
+                count - 1,
+                counts + (count,) * ranks_here,
+                vectors * comb(piles_left, ranks_here),
+                weight * comb(suits, count) ** ranks_here,
+            )
+
+    spread(ranks, suits, (), 1, 1)
     return tuple(totals)
 
 
 def rescue_win_given_down(
-    strategy: str, down: int, ranks: int = HOUR_RANKS, suits: int = SUITS
+    strategy: str,
+    down: int,
+    ranks: int = HOUR_RANKS,
+    suits: int = SUITS,
+    depth: str = "bottom",
 ) -> Fraction:
-    """P(win | down_at_stop = U) for watch/one_swap under a counts-only strategy: E[d_p | U] / U.
+    """P(win | down_at_stop = U) for a rescue under ``strategy``.
 
-    U = 0 means the standard game was won at the first death, so no rescue: chance 1.
+    ``depth`` "top" is the exchange at the top; "bottom" stands for the exchange at the bottom,
+    the Watch and the one swap alike. `informed` means `informed` with face-up finales, where it
+    plays as `oracle`. U = 0 means the standard game was won at the first death, so no rescue:
+    chance 1.
     """
-    _check_strategy(strategy)
+    _check_rescue(strategy, depth)
     non_kings = ranks * suits
     if not 0 <= down <= non_kings:
         raise ValueError(f"down_at_stop: {down} is not in 0..{non_kings}")
     if down == 0:
         return Fraction(1)
-    expected_chosen = _chosen_count_totals(strategy, ranks, suits)[down] / comb(non_kings, down)
-    return expected_chosen / down
+    subsets = comb(non_kings, down)
+    if strategy in BOTTOM_STRATEGIES:
+        return _bottom_reader_totals(depth, ranks, suits)[down] / subsets
+    chosen = _chosen_pile_totals(strategy, depth, ranks, suits)[down] / subsets
+    return chosen / down
 
 
-def rescue_win(strategy: str, ranks: int = HOUR_RANKS, suits: int = SUITS) -> Fraction:
-    """P(win) for watch/one_swap under a counts-only strategy, averaged over the first death."""
+def rescue_win(
+    strategy: str, ranks: int = HOUR_RANKS, suits: int = SUITS, depth: str = "bottom"
+) -> Fraction:
+    """P(win) for a rescue under ``strategy`` (see `rescue_win_given_down`), averaged over the
+    first death."""
     return sum(
         (
-            chance * rescue_win_given_down(strategy, down, ranks, suits)
+            chance * rescue_win_given_down(strategy, down, ranks, suits, depth)
             for down, chance in down_at_stop_law(ranks, suits).items()
         ),
         Fraction(0),
@@ -229,16 +361,28 @@ def exact_win(
     return exact_win_of(Cell(variant, strategy, finale, order, depth))
 
 
+def _rescue_depth(cell: Cell) -> str:
+    # The Watch and the one swap win from the same piles as the exchange at the bottom.
+    return "top" if cell.depth == "top" else "bottom"
+
+
 def exact_win_of(cell: Cell) -> Fraction | None:
     """The exact P(win) of a cell, or None where the project has no exact value."""
     # Neither the deal order (a relabelling of deal numbers) nor the finale (only `informed`
-    # reads the bottom cards) changes the odds of these cells, so only variant, strategy and
-    # depth matter.
+    # reads the bottom cards, and it has face-up finales only) changes the odds of these
+    # cells, so only variant, strategy and depth matter.
     if rules.wins_as_standard(cell.variant):
         return standard_win()
-    if cell.strategy in COUNT_STRATEGIES and rules.rescue_wins_with_hint(cell):
-        return rescue_win(cell.strategy)
+    if cell.has_rescue:
+        return rescue_win(cell.strategy, depth=_rescue_depth(cell))
     return None
+
+
+def exact_win_given_down_of(cell: Cell, down: int) -> Fraction | None:
+    """The exact P(win | down_at_stop = down) of a rescue cell, None for other cells."""
+    if not cell.has_rescue:
+        return None
+    return rescue_win_given_down(cell.strategy, down, depth=_rescue_depth(cell))
 
 
 def fraction_text(value: Fraction) -> str:
@@ -247,25 +391,27 @@ def fraction_text(value: Fraction) -> str:
 
 
 def exact_values() -> list[dict]:
-    """The exact values of docs/rules.md, exact odds, as the records `clocksweep odds --json` prints."""
+    """The exact values of docs/rules.md, exact odds, as the records `clocksweep odds --json`
+    prints: variant, strategy and depth (null where they do not apply), quantity, exact."""
 
-    def record(variant: str, strategy: str | None, quantity: str, value: Fraction) -> dict:
+    def record(variant, strategy, depth, quantity: str, value: Fraction) -> dict:
         return {
             "variant": variant,
             "strategy": strategy,
+            "depth": depth,
             "quantity": quantity,
             "exact": fraction_text(value),
         }
 
-    records = [record("standard", None, "P(win)", standard_win())]
+    records = [record("standard", None, None, "P(win)", standard_win())]
     for turned, chance in cards_turned_law().items():
-        records.append(record("standard", None, f"P(cards_turned={turned})", chance))
+        records.append(record("standard", None, None, f"P(cards_turned={turned})", chance))
     # Play it out scores restarts; no restart at all is exactly a standard win.
-    records.append(record("play_out", None, "P(win)", standard_win()))
-    for variant in ("watch", "one_swap"):  # the rescues rules.rescue_wins_with_hint names
-        for strategy in COUNT_STRATEGIES:
-            records.append(record(variant, strategy, "P(win)", rescue_win(strategy)))
-    # Exchanging the king for a pile's bottom card wins with the same chance d_p / U.
-    for strategy in COUNT_STRATEGIES:
-        records.append(record("exchange", strategy, "P(win) depth=bottom", rescue_win(strategy)))
+    records.append(record("play_out", None, None, "P(win)", standard_win()))
+    for variant in rules.RESCUE_VARIANTS:
+        depths = rules.DEPTHS if variant == "exchange" else (None,)
+        for depth in depths:
+            for strategy in rules.STRATEGIES:
+                value = rescue_win(strategy, depth=depth or "bottom")
+                records.append(record(variant, strategy, depth, "P(win)", value))
     return records

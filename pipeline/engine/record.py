@@ -12,6 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from pipeline.engine import rules
+
 # How the kernel's int8 arrays say "no value": the one definition of its sentinels.
 NO_PILE = 0  # rescue_pile and hint_den with no rescue (hours are 1..12, a denominator >= 1)
 NO_COUNT = -1  # restarts and stray_deaths outside play_out (counts are >= 0)
@@ -25,6 +27,24 @@ class DealRecord:
     rescue_pile: int | None  # hour 1..12 of the rescue, None without one
     hint: Fraction | None  # the chance the rescue wins, given what the player sees
     restarts: int | None  # play_out only
+    stray_deaths: int | None  # play_out only: deaths away from where the rules predict
+
+    def row(self, cell, seed: int | None, deal: int | None) -> dict:
+        """The per-deal result row (docs/results.md, per-deal columns) of this deal under
+        ``cell``, the hint as a float; ``seed`` and ``deal`` None for a deal no number names."""
+        hint = None if self.hint is None else float(self.hint)
+        return {
+            "seed": seed,
+            "deal": deal,
+            **{axis: getattr(cell, axis) for axis in rules.AXES},
+            "won": self.won,
+            "cards_turned": self.cards_turned,
+            "down_at_stop": self.down_at_stop,
+            "rescue_pile": self.rescue_pile,
+            "hint": hint,
+            "restarts": self.restarts,
+            "stray_deaths": self.stray_deaths,
+        }
 
 
 def from_kernel(results: dict[str, np.ndarray], cell: int, deal: int) -> DealRecord:
@@ -32,6 +52,7 @@ def from_kernel(results: dict[str, np.ndarray], cell: int, deal: int) -> DealRec
     pile = int(results["rescue_pile"][cell, deal])
     denominator = int(results["hint_den"][cell, deal])
     restarts = int(results["restarts"][cell, deal])
+    stray = int(results["stray_deaths"][cell, deal])
     return DealRecord(
         won=bool(results["won"][cell, deal]),
         cards_turned=int(results["cards_turned"][cell, deal]),
@@ -41,4 +62,5 @@ def from_kernel(results: dict[str, np.ndarray], cell: int, deal: int) -> DealRec
         if denominator == NO_PILE
         else Fraction(int(results["hint_num"][cell, deal]), denominator),
         restarts=None if restarts == NO_COUNT else restarts,
+        stray_deaths=None if stray == NO_COUNT else stray,
     )

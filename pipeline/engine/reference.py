@@ -73,7 +73,17 @@ class DealResult:
             self.rescue_pile,
             self.hint,
             self.restarts,
+            self.stray_deaths,
         )
+
+    @property
+    def stray_deaths(self) -> int | None:
+        """play_out only: deaths away from where the rules predict, the first at the centre
+        and each later one at the pile its chain restarted from."""
+        if self.restarts is None:
+            return None
+        expected = (CENTRE, *self.restart_piles)
+        return sum(died != where for died, where in zip(self.deaths, expected))
 
 
 @dataclass

@@ -54,6 +54,9 @@ AXIS_DEFAULTS = {
 # counts), and those that look at cards no player sees: an upper bound, not a way to play.
 COUNT_STRATEGIES = ("clockwise", "random", "most", "fewest")
 PEEKING_STRATEGIES = ("oracle",)
+# Strategies that pick from the bottom cards (`informed` face up, `oracle` peeking): both take
+# the first pile whose rescue the bottoms prove wins.
+BOTTOM_STRATEGIES = ("informed", "oracle")
 
 
 def rank_of(card: int) -> int:

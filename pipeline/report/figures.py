@@ -29,7 +29,7 @@ Z_FLAG = 4.0
 
 # Exact values are rationals computed by counting: compute each once per process.
 exact_win_of = lru_cache(maxsize=None)(odds.exact_win_of)
-rescue_win_given_down = lru_cache(maxsize=None)(odds.rescue_win_given_down)
+exact_win_given_down_of = lru_cache(maxsize=None)(odds.exact_win_given_down_of)
 
 
 # --- Figures ------------------------------------------------------------------------------
@@ -424,9 +424,8 @@ class Figures:
         for row, low, high in zip(rows, lows, highs):
             cell = cell_of(row)
             n, wins, down = int(row["n"]), int(row["wins"] or 0), int(row["down_at_stop"])
-            exact = None
-            if exact_win_of(cell) is not None and cell.strategy in rules.COUNT_STRATEGIES:
-                exact = float(rescue_win_given_down(cell.strategy, down))
+            exact = exact_win_given_down_of(cell, down)
+            exact = None if exact is None else float(exact)
             out.append(
                 {
                     "cell": cell.label,

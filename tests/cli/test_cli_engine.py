@@ -167,25 +167,42 @@ def test_odds_json_records():
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert records
     for record in records:
-        assert {"variant", "strategy", "quantity", "exact"} <= set(record)
+        assert set(record) == {"variant", "strategy", "depth", "quantity", "exact"}
         assert record["variant"] in rules.VARIANTS
         assert record["strategy"] is None or record["strategy"] in rules.STRATEGIES
+        assert record["depth"] is None or (
+            record["variant"] == "exchange" and record["depth"] in rules.DEPTHS
+        )
         numerator, denominator = map(int, re.fullmatch(r"(\d+)/(\d+)", record["exact"]).groups())
         assert denominator > 0 and math.gcd(numerator, denominator) == 1
-    one_in_13 = {"variant": "standard", "strategy": None, "quantity": "P(win)", "exact": "1/13"}
+    one_in_13 = {
+        "variant": "standard",
+        "strategy": None,
+        "depth": None,
+        "quantity": "P(win)",
+        "exact": "1/13",
+    }
     assert one_in_13 in records
     law = [r for r in records if r["quantity"].startswith("P(cards_turned=")]
     assert len(law) == 49
     assert sum(Fraction(r["exact"]) for r in law) == 1
-    for variant in ("watch", "one_swap"):
-        for strategy in odds.COUNT_STRATEGIES:
-            matching = [
-                r
-                for r in records
-                if (r["variant"], r["strategy"], r["quantity"]) == (variant, strategy, "P(win)")
-            ]
-            assert len(matching) == 1
-            assert Fraction(matching[0]["exact"]) == odds.rescue_win(strategy)
+    # Every rescue cell has its P(win), once: the cells of a sweep, less the finale (which
+    # changes no odds) and the deal order (which only renames deals).
+    rescue_cells = {
+        (cell.variant, cell.strategy, cell.depth) for cell in rules.all_cells() if cell.has_rescue
+    }
+    for variant, strategy, depth in rescue_cells:
+        matching = [
+            r
+            for r in records
+            if (r["variant"], r["strategy"], r["depth"], r["quantity"])
+            == (variant, strategy, depth, "P(win)")
+        ]
+        assert len(matching) == 1, (variant, strategy, depth)
+        cell = rules.Cell(
+            variant, strategy, "up" if strategy == "informed" else "down", depth=depth
+        )
+        assert Fraction(matching[0]["exact"]) == odds.exact_win_of(cell)
 
 
 def test_odds_table():

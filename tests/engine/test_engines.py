@@ -139,17 +139,20 @@ def check_deal(cell: Cell, row: DealRecord, state: FirstDeath, seed: int, deal: 
         assert KING in state.start_bottom_home[:N_HOURS], where
 
     if cell.variant == "standard":
-        assert row == DealRecord(standard_win, len(state.taken), unseen, None, None, None), where
+        assert row == DealRecord(standard_win, len(state.taken), unseen, None, None, None, None), (
+            where
+        )
         return
     if cell.variant == "play_out":
         assert row.cards_turned == 52, where
         assert row.rescue_pile is None and row.hint is None, where
         assert row.restarts is not None and (row.restarts == 0) == standard_win, where
+        assert row.stray_deaths == 0, where  # every death where the rules predict it
         assert row.won == standard_win, where
         return
-    assert row.restarts is None, where
+    assert row.restarts is None and row.stray_deaths is None, where
     if standard_win:
-        assert row == DealRecord(True, 52, 0, None, None, None), where
+        assert row == DealRecord(True, 52, 0, None, None, None, None), where
         return
 
     pile = row.rescue_pile - 1
@@ -470,11 +473,16 @@ def test_face_up_finales_change_only_the_hint(harness_kernel):
 
 # --- 5. Monte Carlo against the exact values ----------------------------------------------
 
-COUNT_STRATEGIES = odds.COUNT_STRATEGIES
+COUNT_STRATEGIES = rules.COUNT_STRATEGIES
 STAT_CELLS = [Cell()] + [
-    Cell(variant, strategy, depth="bottom" if variant == "exchange" else None)
-    for variant in ("watch", "one_swap", "exchange")
-    for strategy in COUNT_STRATEGIES
+    Cell(variant, strategy, "up" if strategy == "informed" else "down", depth=depth)
+    for variant, depth in (
+        ("watch", None),
+        ("one_swap", None),
+        ("exchange", "bottom"),
+        ("exchange", "top"),
+    )
+    for strategy in rules.STRATEGIES
 ]
 
 
@@ -514,8 +522,9 @@ def test_cards_turned_follows_score_four(stat_results):
 
 @pytest.mark.parametrize("cell", STAT_CELLS[1:], ids=lambda cell: cell.label.replace(" ", ","))
 def test_rescue_win_rate_matches_the_exact_value(cell, stat_results):
-    """watch / one_swap (and exchange at the bottom, the same deals) under each counts-only
-    strategy: the win rate within 4 SE of `odds.exact_win_of` over 2,000,000 deals."""
+    """Every rescue cell (watch, one_swap, exchange at either depth, under every strategy,
+    `informed` with face-up finales): the win rate within 4 SE of `odds.exact_win_of` over
+    2,000,000 deals."""
     exact = odds.exact_win_of(cell)
     assert exact is not None and 0 < exact < 1
     wins = int(stat_results["won"][STAT_CELLS.index(cell)].sum())

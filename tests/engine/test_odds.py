@@ -17,7 +17,7 @@ import math
 import random
 from collections import Counter, defaultdict
 from fractions import Fraction
-from itertools import combinations
+from itertools import combinations, permutations
 
 import pytest
 
@@ -63,45 +63,114 @@ def padded_counts(counts: list[int]) -> list[int]:
     return list(counts) + [0] * (rules.N_PILES - len(counts))
 
 
-def expected_chosen_count(strategy: str, counts: list[int]) -> Fraction:
-    """E[d_p] for the pile `rules.choose_pile` takes; `random` averaged over its draws."""
+def chosen_counts(strategy: str, counts: list[int]) -> list[int]:
+    """d_p for the pile `rules.choose_pile` takes, once per `random` draw (once otherwise)."""
     down = padded_counts(counts)
     eligible = rules.eligible_piles(down)
     no_bottoms = [0] * rules.N_PILES  # counts-only strategies never read them
     draws = range(len(eligible)) if strategy == "random" else [0]
-    chosen = [
+    return [
         down[rules.choose_pile(strategy, "watch", None, down, no_bottoms, draw)] for draw in draws
     ]
+
+
+def expected_chosen_count(strategy: str, counts: list[int]) -> Fraction:
+    """E[d_p] for the pile `rules.choose_pile` takes; `random` averaged over its draws."""
+    chosen = chosen_counts(strategy, counts)
     return Fraction(sum(chosen), len(chosen))
 
 
 @pytest.mark.parametrize("ranks,suits", SMALL_DECKS)
 def test_rescue_dp_matches_brute_force_over_subsets(ranks, suits):
+    # At the bottom the rescue wins with chance d_p / U; at the top only from a pile of one
+    # card, and then with chance 1 / U (docs/rules.md, the hint).
     non_kings = [(rank, suit) for rank in range(ranks) for suit in range(suits)]
-    for strategy in odds.COUNT_STRATEGIES:
+    for strategy in rules.COUNT_STRATEGIES:
         for down in range(1, len(non_kings) + 1):
-            total = Fraction(0)
+            totals = {"bottom": Fraction(0), "top": Fraction(0)}
             subsets = 0
             for face_down in combinations(non_kings, down):
                 counts = [0] * ranks
                 for rank, _suit in face_down:
                     counts[rank] += 1
-                total += expected_chosen_count(strategy, counts) / down
+                totals["bottom"] += expected_chosen_count(strategy, counts) / down
+                chosen = chosen_counts(strategy, counts)
+                totals["top"] += Fraction(chosen.count(1), len(chosen)) / down
                 subsets += 1
-            assert odds.rescue_win_given_down(strategy, down, ranks, suits) == total / subsets, (
-                strategy,
-                ranks,
-                suits,
-                down,
-            )
+            for depth, total in totals.items():
+                assert (
+                    odds.rescue_win_given_down(strategy, down, ranks, suits, depth)
+                    == total / subsets
+                ), (strategy, ranks, suits, down, depth)
+
+
+def connected(bottom_home: dict[int, int]) -> set[int]:
+    """The piles every pile reaches along bottom_home (the map's cycle if it is connected,
+    else nothing), by walking from each pile."""
+    piles = set(bottom_home)
+    common = set(piles)
+    for start in piles:
+        seen, pile = set(), start
+        while pile not in seen:
+            seen.add(pile)
+            pile = bottom_home[pile]
+        common &= seen
+    return common
+
+
+def distinct_arrangements(cards: list[int]):
+    return set(permutations(cards))
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        (1,),
+        (2,),
+        (1, 1),
+        (2, 1),
+        (1, 1, 1),
+        (2, 2),
+        (3, 1),
+        (2, 1, 1),
+        (3, 2, 1),
+        (2, 2, 2),
+        (1, 1, 1, 1),
+        (4, 1, 1),
+        (2, 2, 1, 1),
+        (3, 1, 1, 1),
+        (1, 1, 1, 1, 1),
+        (2, 1, 1, 1, 1),
+    ],
+)
+def test_bottom_map_chance_against_every_arrangement(counts):
+    # Pile i holds counts[i] unseen cards, and counts[i] cards of rank i are unseen; every
+    # arrangement of those cards into the piles is equally likely. Each pile's bottom is its
+    # last card; the map sends a pile to the home of its bottom card.
+    cards = [rank for rank, count in enumerate(counts) for _ in range(count)]
+    ends = [sum(counts[: i + 1]) - 1 for i in range(len(counts))]
+    arrangements = connected_ones = through_single = 0
+    for arrangement in distinct_arrangements(cards):
+        arrangements += 1
+        cycle = connected({pile: arrangement[end] for pile, end in enumerate(ends)})
+        connected_ones += bool(cycle)
+        through_single += any(counts[pile] == 1 for pile in cycle)
+    assert odds.bottom_map_chance(counts) == Fraction(connected_ones, arrangements)
+    assert odds.bottom_map_chance(counts, through_single=True) == Fraction(
+        through_single, arrangements
+    )
+    assert odds.bottom_map_chance(tuple(reversed(counts))) == odds.bottom_map_chance(counts)
 
 
 def test_no_rescue_needed_when_nothing_is_face_down():
-    assert all(odds.rescue_win_given_down(s, 0) == 1 for s in odds.COUNT_STRATEGIES)
+    assert all(odds.rescue_win_given_down(s, 0) == 1 for s in rules.COUNT_STRATEGIES)
     with pytest.raises(ValueError):
         odds.rescue_win_given_down("clockwise", 49)
     with pytest.raises(ValueError):
-        odds.rescue_win_given_down("oracle", 10)
+        odds.rescue_win_given_down("nobody", 10)
+    with pytest.raises(ValueError):
+        odds.rescue_win_given_down("oracle", 10, depth="middle")
+    assert all(odds.rescue_win_given_down(s, 0, depth="top") == 1 for s in rules.STRATEGIES)
 
 
 # --- Exhaustive play of every deal of small decks -----------------------------------------
@@ -153,9 +222,11 @@ def rescue_is_won(piles: list[list[int]], pile: int, variant: str, depth: str | 
 
 
 RESCUES = [("watch", None), ("one_swap", None), ("exchange", "bottom"), ("exchange", "top")]
+# Every deal of these decks is played: (hour ranks, suits).
+EXHAUSTIVE_DECKS = [(3, 2), (2, 3), (2, 4), (4, 2)]
 
 
-@pytest.mark.parametrize("ranks,suits", [(3, 2), (2, 3), (2, 4)])
+@pytest.mark.parametrize("ranks,suits", EXHAUSTIVE_DECKS)
 def test_exhaustive_play_confirms_the_derivation(ranks, suits):
     king = ranks
     deals = 0
@@ -189,7 +260,7 @@ def test_exhaustive_play_confirms_the_derivation(ranks, suits):
             tally = outcome_by_view[(tuple(counts), p, variant, depth)]
             tally[0] += won
             tally[1] += 1
-        for strategy in odds.COUNT_STRATEGIES:
+        for strategy in rules.COUNT_STRATEGIES:
             padded = padded_counts(counts)
             draws = range(len(eligible)) if strategy == "random" else [0]
             choices = [
@@ -201,6 +272,11 @@ def test_exhaustive_play_confirms_the_derivation(ranks, suits):
                 tally = outcome_by_down[(strategy, variant, depth, down)]
                 tally[0] += won
                 tally[1] += 1
+        # The oracle (and `informed` face up) wins whenever some rescue wins.
+        for variant, depth in RESCUES:
+            tally = outcome_by_down[("oracle", variant, depth, down)]
+            tally[0] += any(wins_at[(variant, depth, p)] for p in eligible)
+            tally[1] += 1
 
     # Score Four on the small deck.
     law = odds.cards_turned_law(ranks, suits)
@@ -214,23 +290,20 @@ def test_exhaustive_play_confirms_the_derivation(ranks, suits):
         claimed = rules.hint(variant, depth, "down", p, down_list, [0] * rules.N_PILES)
         assert Fraction(wins, n) == claimed, (counts, p, variant, depth)
 
-    # The DP's conditional chances, for the variants whose hint is d_p / U.
+    # The conditional chances of every rescue, counts-only strategies and the oracle; the
+    # Watch and the one swap win as the exchange at the bottom does.
     for (strategy, variant, depth, down), (wins, n) in outcome_by_down.items():
-        if (variant, depth) == ("exchange", "top"):
-            continue
-        assert wins / n == odds.rescue_win_given_down(strategy, down, ranks, suits), (
-            strategy,
-            variant,
-            down,
-        )
-    for strategy in odds.COUNT_STRATEGIES:
-        for variant, depth in RESCUES[:3]:
+        assert wins / n == odds.rescue_win_given_down(
+            strategy, down, ranks, suits, depth or "bottom"
+        ), (strategy, variant, depth, down)
+    for strategy in (*rules.COUNT_STRATEGIES, "oracle", "informed"):
+        for variant, depth in RESCUES:
             wins = turned_counts[(ranks + 1) * suits] + sum(
                 tally[0]
                 for (s, v, d, _down), tally in outcome_by_down.items()
-                if (s, v, d) == (strategy, variant, depth)
+                if (s, v, d) == ("oracle" if strategy == "informed" else strategy, variant, depth)
             )
-            assert wins / deals == odds.rescue_win(strategy, ranks, suits)
+            assert wins / deals == odds.rescue_win(strategy, ranks, suits, depth or "bottom")
 
 
 # --- Relations between the strategies -----------------------------------------------------
@@ -256,20 +329,22 @@ def test_most_beats_clockwise_beats_fewest():
 
 def test_exact_values_records():
     records = odds.exact_values()
-    keyed = {(r["variant"], r["strategy"], r["quantity"]): r["exact"] for r in records}
+    keyed = {(r["variant"], r["strategy"], r["depth"], r["quantity"]): r["exact"] for r in records}
     assert len(keyed) == len(records)
-    assert all(set(r) == {"variant", "strategy", "quantity", "exact"} for r in records)
-    assert keyed[("standard", None, "P(win)")] == "1/13"
-    assert keyed[("play_out", None, "P(win)")] == "1/13"
-    assert keyed[("standard", None, "P(cards_turned=4)")] == f"1/{math.comb(52, 4)}"
-    law = [Fraction(keyed[("standard", None, f"P(cards_turned={t})")]) for t in range(4, 53)]
+    assert all(set(r) == {"variant", "strategy", "depth", "quantity", "exact"} for r in records)
+    assert keyed[("standard", None, None, "P(win)")] == "1/13"
+    assert keyed[("play_out", None, None, "P(win)")] == "1/13"
+    assert keyed[("standard", None, None, "P(cards_turned=4)")] == f"1/{math.comb(52, 4)}"
+    law = [Fraction(keyed[("standard", None, None, f"P(cards_turned={t})")]) for t in range(4, 53)]
     assert sum(law) == 1
-    for variant in ("watch", "one_swap"):
-        for strategy in odds.COUNT_STRATEGIES:
-            text = keyed[(variant, strategy, "P(win)")]
+    rescues = [("watch", None), ("one_swap", None), ("exchange", "bottom"), ("exchange", "top")]
+    for variant, depth in rescues:
+        for strategy in rules.STRATEGIES:
+            text = keyed[(variant, strategy, depth, "P(win)")]
             # Reduced "a/b": Fraction(text) round-trips to the same text.
             assert odds.fraction_text(Fraction(text)) == text
-            assert Fraction(text) == odds.rescue_win(strategy)
+            assert Fraction(text) == odds.rescue_win(strategy, depth=depth or "bottom")
+    assert len(records) == 1 + 49 + 1 + len(rescues) * len(rules.STRATEGIES)
 
 
 def test_exact_win_cells():
@@ -277,7 +352,7 @@ def test_exact_win_cells():
     for finale in rules.FINALES:
         for order in rules.ORDERS:
             assert odds.exact_win("standard", None, finale, order) == Fraction(1, 13)
-            for strategy in odds.COUNT_STRATEGIES:
+            for strategy in rules.COUNT_STRATEGIES:
                 for variant in ("watch", "one_swap"):
                     assert odds.exact_win(variant, strategy, finale, order) == odds.rescue_win(
                         strategy
@@ -285,9 +360,20 @@ def test_exact_win_cells():
                 assert odds.exact_win(
                     "exchange", strategy, finale, order, "bottom"
                 ) == odds.rescue_win(strategy)
-                assert odds.exact_win("exchange", strategy, finale, order, "top") is None
-            assert odds.exact_win("watch", "oracle", finale, order) is None
-    assert odds.exact_win("watch", "informed", "up") is None
+                assert odds.exact_win(
+                    "exchange", strategy, finale, order, "top"
+                ) == odds.rescue_win(strategy, depth="top")
+            for variant in ("watch", "one_swap"):
+                assert odds.exact_win(variant, "oracle", finale, order) == odds.rescue_win("oracle")
+            for depth in rules.DEPTHS:
+                assert odds.exact_win(
+                    "exchange", "oracle", finale, order, depth
+                ) == odds.rescue_win("oracle", depth=depth)
+    # informed plays as the oracle with face-up finales, its only ones
+    assert odds.exact_win("watch", "informed", "up") == odds.rescue_win("oracle")
+    assert odds.exact_win("exchange", "informed", "up", depth="top") == odds.rescue_win(
+        "oracle", depth="top"
+    )
     assert odds.exact_win("exchange", "most") == watch_most  # depth defaults to bottom
     with pytest.raises(rules.RuleError):
         odds.exact_win("watch", None)
@@ -310,7 +396,7 @@ def test_monte_carlo_random_permutations_read_to_the_fourth_king():
     # not from the law under test, and averages the hint's chance d_p / U.
     rng = random.Random(20240613)
     deck = [card // 4 for card in range(52)]  # ranks; 12 is the king
-    samples = {strategy: [] for strategy in odds.COUNT_STRATEGIES}
+    samples = {strategy: [] for strategy in rules.COUNT_STRATEGIES}
     turned_samples = []
     for _ in range(20000):
         rng.shuffle(deck)
@@ -323,7 +409,7 @@ def test_monte_carlo_random_permutations_read_to_the_fourth_king():
         face_down = deck[position + 1 :]
         down = len(face_down)
         counts = padded_counts([face_down.count(rank) for rank in range(12)])
-        for strategy in odds.COUNT_STRATEGIES:
+        for strategy in rules.COUNT_STRATEGIES:
             if down == 0:
                 samples[strategy].append(1.0)
                 continue
@@ -345,7 +431,7 @@ def test_monte_carlo_reference_engine():
     cells = [rules.Cell("standard"), rules.Cell("play_out")] + [
         rules.Cell(variant, strategy)
         for variant in ("watch", "one_swap", "exchange")  # exchange at its default, bottom
-        for strategy in odds.COUNT_STRATEGIES
+        for strategy in rules.COUNT_STRATEGIES
     ]
     for cell in cells:
         results = [reference.play(seed, deal, cell) for deal in range(deals)]

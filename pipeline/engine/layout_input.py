@@ -1,0 +1,225 @@
+"""A layout a user brings, read from text and checked before it is played (docs/deals.md,
+a deal you hold).
+
+Two forms are read:
+
+- the JSON object `clocksweep deal --json` prints: ``piles``, 13 lists of 4 cards (hours 1..12
+  then the centre, each top card first), with the ``seed``, ``deal``, ``scheme`` and ``order``
+  it names optional; or several, one per line, as `deal --json` prints a range;
+- a deck: 52 card texts in the order they are dealt, the first text dealt first (``reverse``:
+  the last text dealt first), separated by spaces, commas or new lines, or as a JSON array.
+  The deal order lays it out; the first card dealt to a pile is its bottom, the last its top.
+
+Anything else is refused with one line that names what is wrong: a text that is not a card, a
+card missing or repeated, a pile of the wrong size, a key that is not the layout's. Nothing
+is ever repaired or guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pipeline.engine import rules
+from pipeline.engine.rules import N_CARDS, N_PILES, PILE_SIZE, RANKS, SUITS
+
+LAYOUT_KEYS = ("seed", "deal", "scheme", "order", "piles")
+
+
+class LayoutError(ValueError):
+    """Input that is not a layout; the message is one line naming the problem."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The 13 piles, top card first (index 12 the centre), and the deal they came from if the
+    input named it (the `random` strategy draws from the deal's seed and number)."""
+
+    piles: tuple[tuple[int, ...], ...]
+    order: str | None = None
+    seed: int | None = None
+    deal: int | None = None
+    scheme: str | None = None
+
+
+_CARD_OF_TEXT = {rules.card_text(card): card for card in range(N_CARDS)}
+
+
+def card_of(text: object, where: str) -> int:
+    """A card from its text (``7H``, ``TD``, ``KS``; ``10`` for the ten, either case)."""
+    card = _CARD_OF_TEXT.get(text) if isinstance(text, str) else None
+    if card is not None:  # as `deal --json` writes it
+        return card
+    if not isinstance(text, str):
+        raise LayoutError(f"{where}: {json.dumps(text)} is not a card text such as 7H, TD or KS")
+    cleaned = text.strip().upper()
+    if cleaned.startswith("10"):
+        cleaned = "T" + cleaned[2:]
+    try:
+        return rules.parse_card(cleaned)
+    except ValueError:
+        raise LayoutError(
+            f"{where}: {text!r} is not a card (a rank of {RANKS}, then a suit of {SUITS})"
+        ) from None
+
+
+def pile_where(pile: int) -> str:
+    return "the centre" if pile == rules.CENTRE else f"hour {pile + 1}"
+
+
+def _check_every_card_once(cards: list[tuple[int, str]], what: str) -> None:
+    """Refuse a set of (card, where) that is not each of the 52 cards exactly once."""
+    seen: dict[int, str] = {}
+    for card, where in cards:
+        if card in seen:
+            missing = sorted(set(range(N_CARDS)) - {c for c, _ in cards})
+            gap = f"; missing: {', '.join(rules.card_text(c) for c in missing)}" if missing else ""
+            raise LayoutError(
+                f"{what}: {rules.card_text(card)} appears twice ({seen[card]} and {where}){gap}"
+            )
+        seen[card] = where
+    missing = sorted(set(range(N_CARDS)) - set(seen))
+    if missing:
+        raise LayoutError(f"{what}: missing {', '.join(rules.card_text(c) for c in missing)}")
+
+
+def _unsigned(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+        raise LayoutError(
+            f"layout: {key} is {json.dumps(value)}; expected an unsigned 64-bit integer"
+        )
+    return value
+
+
+def _from_object(record: dict) -> Layout:
+    unknown = [key for key in record if key not in LAYOUT_KEYS]
+    if unknown:
+        raise LayoutError(
+            f"layout: unknown key {unknown[0]!r}; a layout has {', '.join(LAYOUT_KEYS)}"
+        )
+    if "piles" not in record:
+        raise LayoutError("layout: no 'piles' (13 lists of 4 cards, hours 1..12 then the centre)")
+    piles = record["piles"]
+    if not isinstance(piles, list) or len(piles) != N_PILES:
+        size = f"{len(piles)} piles" if isinstance(piles, list) else json.dumps(piles)[:40]
+        raise LayoutError(
+            f"layout: piles is {size}; expected {N_PILES} lists (hours 1..12, then the centre)"
+        )
+    for pile, texts in enumerate(piles):
+        if not isinstance(texts, list) or len(texts) != PILE_SIZE:
+            size = f"{len(texts)} cards" if isinstance(texts, list) else json.dumps(texts)[:40]
+            raise LayoutError(
+                f"layout: {pile_where(pile)} holds {size}; every pile holds {PILE_SIZE}"
+            )
+    values = [
+        _CARD_OF_TEXT.get(text) if isinstance(text, str) else None
+        for texts in piles
+        for text in texts
+    ]
+    if None in values or len(set(values)) != N_CARDS:
+        # Not 52 cards as `deal --json` writes them: read each text, and name what is wrong.
+        cards = []
+        for pile, texts in enumerate(piles):
+            for k, text in enumerate(texts):
+                where = f"{pile_where(pile)}, card {k + 1} from the top"
+                cards.append((card_of(text, f"layout: {where}"), where))
+        _check_every_card_once(cards, "layout")
+        values = [card for card, _ in cards]
+    order = record.get("order")
+    if order is not None and order not in rules.ORDERS:
+        raise LayoutError(f"layout: order {order!r}; expected one of {', '.join(rules.ORDERS)}")
+    seed = _unsigned(record["seed"], "seed") if record.get("seed") is not None else None
+    deal = _unsigned(record["deal"], "deal") if record.get("deal") is not None else None
+    scheme = record.get("scheme")
+    if scheme is not None and not isinstance(scheme, str):
+        raise LayoutError(f"layout: scheme is {json.dumps(scheme)}; expected a deal scheme's name")
+    piles_of = tuple(tuple(values[p * PILE_SIZE : (p + 1) * PILE_SIZE]) for p in range(N_PILES))
+    return Layout(piles_of, order, seed, deal, scheme)
+
+
+def _from_deck(texts: list, order: str, reverse: bool) -> Layout:
+    cards = [
+        (card_of(text, f"deck: card {position + 1}"), f"card {position + 1}")
+        for position, text in enumerate(texts)
+    ]
+    if len(cards) != N_CARDS:
+        present = {card for card, _ in cards}
+        _check_repeats_first(cards)
+        missing = sorted(set(range(N_CARDS)) - present)
+        gap = f" (missing: {', '.join(rules.card_text(c) for c in missing)})" if missing else ""
+        raise LayoutError(f"deck: {len(cards)} cards; a deck is {N_CARDS}{gap}")
+    _check_every_card_once(cards, "deck")
+    deck = [card for card, _ in cards]
+    if reverse:
+        deck.reverse()
+    piles = rules.lay_out(deck, order)
+    return Layout(tuple(tuple(pile) for pile in piles), order)
+
+
+def _check_repeats_first(cards: list[tuple[int, str]]) -> None:
+    seen: dict[int, str] = {}
+    for card, where in cards:
+        if card in seen:
+            raise LayoutError(
+                f"deck: {rules.card_text(card)} appears twice ({seen[card]} and {where})"
+            )
+        seen[card] = where
+
+
+def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[Layout]:
+    """The layouts ``text`` holds (see the module's docstring), in order; `LayoutError` if it
+    holds anything else. A deck, a JSON array or one JSON object (on any number of lines) is
+    one layout; JSON objects one per line are one layout each.
+
+    ``order`` lays out a deck (a JSON layout's own ``order``, if any, labels it instead);
+    ``reverse`` reads a deck's texts last to first.
+    """
+    if order not in rules.ORDERS:
+        raise LayoutError(f"order: {order!r}; expected one of {', '.join(rules.ORDERS)}")
+    stripped = text.strip()
+    if not stripped:
+        raise LayoutError(
+            "layout: empty; expected a layout as `deal --json` prints it, or 52 cards"
+        )
+    if stripped[0] not in "{[":
+        return [_from_deck(stripped.replace(",", " ").split(), order, reverse)]
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError as error:
+        lines = [line for line in stripped.splitlines() if line.strip()]
+        if len(lines) > 1 and stripped[0] == "{":
+            return [_one_line(line, number, reverse) for number, line in _numbered(stripped)]
+        raise LayoutError(f"layout: not valid JSON: {error}") from None
+    return [_from_json(value, order, reverse, "layout")]
+
+
+def _numbered(text: str):
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            yield number, line
+
+
+def _one_line(line: str, number: int, reverse: bool) -> Layout:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise LayoutError(f"layout line {number}: not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise LayoutError(f'layout line {number}: not a layout object ({{"piles": ...}})')
+    try:
+        return _from_json(value, "round-robin", reverse, "layout")
+    except LayoutError as error:
+        raise LayoutError(str(error).replace("layout:", f"layout line {number}:", 1)) from None
+
+
+def _from_json(value, order: str, reverse: bool, what: str) -> Layout:
+    if isinstance(value, dict):
+        if reverse:
+            raise LayoutError("--reverse: applies to a deck of 52 cards, not to a layout's piles")
+        return _from_object(value)
+    if isinstance(value, list) and not any(isinstance(item, list) for item in value):
+        return _from_deck(value, order, reverse)
+    raise LayoutError(
+        f'{what}: a JSON value that is neither a layout object ({{"piles": ...}}) nor a list '
+        "of 52 card texts"
+    )
