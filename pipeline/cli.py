@@ -369,6 +369,9 @@ def run(config_path, overrides, dry_run, fresh, address):
         )
     except (sweep_config.ConfigError, layout.ResultsError) as error:
         raise InputError(str(error)) from None
+    except sweep.Interrupted as stop:
+        click.echo(f"clocksweep: {stop}", err=True)
+        sys.exit(128 + stop.signal_number)  # as a shell reports a process a signal ended
     click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
     if outcome.failed:
         shown = ", ".join(str(index) for index in outcome.failed[:10])

@@ -103,3 +103,20 @@ def driver(config_file, out, *sets: str, fault: str = "none", env: dict | None =
         text=True,
         **popen,
     )
+
+
+def committed_while_running(proc, count_committed, at_least: int, timeout: float = 180) -> int:
+    """Wait while the driver process ``proc`` runs until ``count_committed()`` (the shards its
+    manifest lists; an error while it is not yet written counts 0) reaches ``at_least``;
+    gives the last count. The caller checks that ``proc`` is still running."""
+    deadline = time.monotonic() + timeout
+    committed = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            committed = count_committed()
+        except Exception:  # noqa: BLE001 (the manifest not written yet, or mid-replace)
+            committed = 0
+        if committed >= at_least:
+            break
+        time.sleep(0.1)
+    return committed

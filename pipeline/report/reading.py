@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from pipeline.engine import rules
@@ -173,11 +174,20 @@ def _summed_summary(
     """Summary tables ``names`` summed over the shards' files of them."""
     tables = {}
     for table in names:
-        uris = [location.uri(record.path) for entry in entries for record in entry.files_of(table)]
-        if not uris:
+        paths = [record.path for entry in entries for record in entry.files_of(table)]
+        if not paths:
             tables[table] = pl.from_arrow(summary.SCHEMAS[table].empty_table())
             continue
-        tables[table] = _sum_frames(table, pl.scan_parquet(uris))
+        if location.is_local:
+            frame = pl.scan_parquet([location.uri(path) for path in paths])
+        else:
+            # Through the store's own filesystem, which knows its endpoint and credentials
+            # (a URI's query, the environment); Polars' reader would know neither.
+            files = ds.dataset(
+                [location.full(path) for path in paths], filesystem=location.fs, format="parquet"
+            )
+            frame = pl.scan_pyarrow_dataset(files)
+        tables[table] = _sum_frames(table, frame)
     return tables
 
 

@@ -32,6 +32,7 @@ class Location:
         else:
             self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(where)
         self.root = self.root.rstrip("/") or "/"
+        self.guard = None  # called before every record is written: a lease's check
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
 
     def __reduce__(self):
@@ -77,11 +78,18 @@ class Location:
         the lock is held; the driver writes its pid into it (`Lock.claim`) only once the
         directory is known to be one it may use. Gives the `Lock`, to keep; ResultsError if
         another run holds it, or if ``.lock`` is not a lock file of ours (a link, a directory,
-        a file with other names). Object stores have no such lock: one driver per output there
-        is the user's affair.
+        a file with other names). On S3 the lock is a lease (`lease.Lease`), and every write
+        of a record afterwards checks that it is still held; other object stores have no such
+        lock: one driver per output there is the user's affair.
         """
         if not self.is_local:
-            return None
+            if self.where.split("://", 1)[0] != "s3":
+                return None
+            from pipeline.store.lease import Lease
+
+            lease = Lease(self).acquire()
+            self.guard = lease.check
+            return lease
         import fcntl
 
         path = self.full(LOCK_FILE)
@@ -158,6 +166,8 @@ class Location:
         ResultsError, in one line, if it cannot be written (a full disk); the temporary file
         is removed."""
         data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
+        if self.guard is not None:
+            self.guard()
         try:
             if self.is_local:
                 self._write_local(self.full(relative), data)

@@ -16,10 +16,12 @@ shards that were not committed; shard files are byte-identical wherever they are
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from collections import deque
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -89,10 +91,54 @@ class Outcome:
     row_bytes: int = 0  # of the per-deal files alone: what bytes per row counts
     seconds: float = 0.0
     play_seconds: float = 0.0
+    nodes_lost: list[dict] = field(default_factory=list)  # {node_id, address, lost}
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGINT stopped the run (a scheduler or a user): raised by `run` once the
+    run has let everything go, its message saying what was kept and how to resume."""
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.signal_number = signal_number
+
+
+@dataclass
+class SignalsSeen:
+    number: int | None = None  # the first SIGTERM or SIGINT received, if any
+
+
+@contextmanager
+def stopped_by_signals(seen: SignalsSeen):
+    """SIGTERM and SIGINT stop the run: the first raises KeyboardInterrupt in the main thread
+    (noting its number in ``seen``: Ray's calls may raise their own KeyboardInterrupt in its
+    place), so that every cleanup runs (commits flushed, tasks cancelled, the lock released,
+    Ray stopped); later ones are ignored while it does. Ray's driver turns SIGTERM into an
+    exit with no cleanup of ours, so this is set once Ray is up. Nothing is changed outside
+    the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = (signal.SIGTERM, signal.SIGINT)
+    before = {number: signal.getsignal(number) for number in names}
+
+    def stop(number, _frame):
+        for each in names:
+            signal.signal(each, signal.SIG_IGN)
+        seen.number = number
+        raise KeyboardInterrupt(signal.Signals(number).name)
+
+    for number in names:
+        signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 @dataclass
@@ -128,9 +174,16 @@ def run(
     location = Location(config.output)
     shards = plan(config)
     outcome = Outcome(shards=shards.count)
-    # The lock first: what is read below stays true while it is held.
-    lock = location.lock()
+    # The lock first: what is read below stays true while it is held. An object store's
+    # lease is its first word with the store, which may never answer.
+    with (
+        nullcontext()
+        if location.is_local
+        else deadline(f"output: {config.output} did not answer within {{seconds}} s")
+    ):
+        lock = location.lock()
     started_ray, refused = False, True
+    signals, seen = ExitStack(), SignalsSeen()
     try:
         state = read_state(location, config, fresh, shards)
         if lock is not None:
@@ -149,6 +202,7 @@ def run(
         if todo:
             undo = None if lock is None else (lambda: lock.release(refused=True))
             started_ray, cluster = connect(config, address, undo)
+            signals.enter_context(stopped_by_signals(seen))
         refused = False
 
         progress = Progress(
@@ -174,13 +228,28 @@ def run(
         else:
             run_record.runs[-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record.to_json())
+    except KeyboardInterrupt:  # ours, or Ctrl-C before Ray was up (Python's own)
+        number = seen.number or signal.SIGINT
+        committed = outcome.skipped + outcome.played
+        interrupted = Interrupted(
+            f"interrupted by {signal.Signals(number).name}: {committed:,} of {shards.count:,} "
+            "shards committed, and kept; rerun the same command to resume",
+            number,
+        )
+    else:
+        interrupted = None
     finally:
-        if lock is not None:
-            lock.release(refused=refused)
-        if started_ray:
-            import ray
+        try:
+            if lock is not None:
+                lock.release(refused=refused)
+            if started_ray:
+                import ray
 
-            ray.shutdown()
+                ray.shutdown()
+        finally:
+            signals.close()
+    if interrupted is not None:
+        raise interrupted
 
     outcome.seconds = time.monotonic() - clock
     for entry in manifest.entries.values():
@@ -267,8 +336,13 @@ def play_and_record(
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
     playing = time.monotonic()
+
+    def node_lost(node: dict) -> None:  # recorded as it happens, not only at the end
+        run_record.runs[-1].setdefault("nodes_lost", []).append(node)
+        location.write_json(RUN_FILE, run_record.to_json())
+
     try:
-        play_all(config, location, shards, manifest, progress, outcome, task)
+        play_all(config, location, shards, manifest, progress, outcome, task, node_lost)
         status = "failed" if outcome.failed else "complete"
     finally:
         outcome.play_seconds = time.monotonic() - playing
@@ -401,9 +475,12 @@ def play_all(
     progress: Progress,
     outcome: Outcome,
     task,
+    node_lost=None,
 ) -> None:
     """Keep tasks in flight until every shard is committed or out of attempts. A full disk
-    stops the run (layout.ResultsError): every attempt would fail the same way."""
+    stops the run (layout.ResultsError): every attempt would fail the same way. A node the
+    cluster loses is reported as Ray finds it dead, added to ``outcome.nodes_lost`` and
+    passed to ``node_lost``; its shards fail and are played again on the other nodes."""
     import ray
 
     remote = ray.remote(num_cpus=1, max_retries=0)(task)
@@ -422,6 +499,7 @@ def play_all(
     pending = {}
     report_removed = False
     allowed = 1 + config.max_retries
+    watch = NodeWatch(ray)
 
     def failed(shard: Shard, why: str) -> None:
         """An attempt that did not end in a commit: reported, then retried while it may be."""
@@ -491,11 +569,53 @@ def play_all(
                 progress.done_shards += 1
                 progress.done_deals += shard.count
             settle(manifest.flush(at_most_every=MANIFEST_INTERVAL))
+            for node in watch.lost():
+                outcome.nodes_lost.append(node)
+                progress.say(
+                    f"node {node['node_id'][:12]} at {node['address']} was lost; its shards are "
+                    f"played again on the {watch.alive_count} node(s) left"
+                )
+                if node_lost is not None:
+                    node_lost(node)
             progress.tick()
         progress.tick(force=True)
     finally:
         for ref in pending:  # interrupted: stop what is still running
             ray.cancel(ref, force=True)
+
+
+class NodeWatch:
+    """The cluster's nodes, looked at every few seconds: which of those alive at the start
+    (or since) Ray has since found dead."""
+
+    EVERY = 2.0  # seconds between looks: each is a call to Ray's control store
+
+    def __init__(self, ray):
+        self.ray = ray
+        self.alive = self._alive()
+        self.looked = time.monotonic()
+
+    def _alive(self) -> dict[str, str]:
+        return {
+            n["NodeID"]: n.get("NodeManagerAddress", "?") for n in self.ray.nodes() if n["Alive"]
+        }
+
+    @property
+    def alive_count(self) -> int:
+        return len(self.alive)
+
+    def lost(self) -> list[dict]:
+        if time.monotonic() - self.looked < self.EVERY:
+            return []
+        self.looked = time.monotonic()
+        alive = self._alive()
+        gone = [
+            {"node_id": node, "address": address, "lost": now()}
+            for node, address in self.alive.items()
+            if node not in alive
+        ]
+        self.alive = alive
+        return gone
 
 
 def summary_line(config: SweepConfig, outcome: Outcome) -> str:

@@ -16,16 +16,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import faults
 import polars as pl
 import pytest
-from processes import end_processes
+from processes import end_processes, processes_mentioning
 
 from pipeline.engine import kernel
 from pipeline.records import schema
@@ -62,10 +64,14 @@ def ray_command(*args: str, env: dict) -> None:
     assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
 
 
+def cluster_temp_dir() -> str:
+    return f"/tmp/csc{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
+
+
 @pytest.fixture
 def cluster():
     """A head and a second node on 127.0.0.1: gives (address, environment for its clients)."""
-    temp_dir = f"/tmp/csc{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
+    temp_dir = cluster_temp_dir()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_AUTH_MODE"] = "token"
@@ -146,3 +152,87 @@ def test_two_node_cluster(cluster, tmp_path):
         timeout=120,
     )
     assert checked.returncode == 0, checked.stdout
+
+
+def raylets(temp_dir: str) -> dict[int, list[str]]:
+    """The raylet processes of the cluster under ``temp_dir``: pid -> argument list."""
+    found = {}
+    for pid in processes_mentioning(temp_dir):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith("/raylet"):
+            found[pid] = argv
+    return found
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1])
+
+
+def test_a_node_lost_mid_sweep(cluster, tmp_path):
+    """The second node's raylet killed (by pid) while it plays a shard: the sweep completes on
+    the head, with every row once; the loss is reported as it happens and kept in run.json."""
+    address, env = cluster
+    temp_dir = cluster_temp_dir()
+    config_file, out = tmp_path / "cluster.toml", tmp_path / "res"
+    config_file.write_text(CONFIG)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    second = [pid for pid, argv in raylets(temp_dir).items() if "--head" not in argv]
+    assert len(second) == 1, raylets(temp_dir)
+    (raylet,) = second
+    node_id = next(a for a in raylets(temp_dir)[raylet] if a.startswith("--node_id=")).split("=")[1]
+
+    command = faults.driver_command(
+        f"pause=3:{pids}", "run", str(config_file), f"--set=output={out}", "--address", address
+    )
+    proc = subprocess.Popen(
+        command,
+        env=faults.driver_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + STEP_TIMEOUT
+        killed = False
+        while time.monotonic() < deadline and proc.poll() is None and not killed:
+            for pid_file in pids.glob("*.pid"):
+                worker = int(pid_file.read_text())
+                if parent_of(worker) == raylet:  # a shard paused on the second node
+                    # The node goes down whole: its raylet and what the raylet started.
+                    node = [raylet] + [
+                        pid for pid in processes_mentioning(temp_dir) if parent_of(pid) == raylet
+                    ]
+                    for pid in node:
+                        os.kill(pid, signal.SIGKILL)
+                    killed = True
+                    break
+            time.sleep(0.05)
+        assert killed, "no shard ran on the second node"
+        _, stderr = proc.communicate(timeout=STEP_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    lost_lines = [line for line in stderr.splitlines() if "was lost" in line]
+    assert lost_lines and f"node {node_id[:12]} at " in lost_lines[0], stderr
+    assert "played again on the 1 node(s) left" in lost_lines[0]
+    record = json.loads((out / "run.json").read_text())["runs"][-1]
+    assert [node["node_id"] for node in record["nodes_lost"]] == [node_id]
+    assert record["status"] == "complete"
+
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cells = list(cfg.cells)
+    expected = pl.from_arrow(
+        schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
+    )
+    got = pl.scan_parquet(out / "shards" / "deals").collect()
+    assert got.height == N_DEALS * len(cells)  # no row missing, none twice
+    assert as_sorted_strings(got).equals(as_sorted_strings(expected))

@@ -24,8 +24,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from faults import driver
-from processes import end_processes
+from faults import committed_while_running, driver
+from processes import end_processes, processes_mentioning
 from rows import SORT_KEY, as_strings, kernel_rows, read_rows
 
 import pipeline
@@ -404,16 +404,7 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
             fault=f"pause=0.7:{pids}",
             env={"RAY_TMPDIR": ray_tmp},
         )
-        deadline = time.monotonic() + 180
-        committed = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                committed = len(manifest(out)["shards"])
-            except (OSError, ValueError):
-                committed = 0
-            if committed >= 2:
-                break
-            time.sleep(0.1)
+        committed_while_running(proc, lambda: len(manifest(out)["shards"]), 2)
         assert proc.poll() is None, proc.communicate()[1]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -431,6 +422,54 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
     frame = content(out)
     assert frame.height == N_DEALS * 8
     assert frame.equals(expected)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_sigterm_and_sigint_stop_the_run_and_it_resumes(config_file, tmp_path, expected, stop):
+    """What a scheduler (SIGTERM) or a user (SIGINT, Ctrl-C) sends mid-sweep: the run stops
+    within seconds, ends the Ray it started, frees the directory, says how to resume; the
+    rerun ends with the rows of an uninterrupted run."""
+    out, pids = tmp_path / "res", tmp_path / "pids"
+    pids.mkdir()
+    ray_tmp = f"/tmp/cssig{os.getpid()}{stop.name}"
+    try:
+        # Each shard pauses 3 s on one CPU: ignoring the signal would take 20 s and more.
+        proc = driver(
+            config_file,
+            out,
+            "ray.num_cpus=1",
+            "shard_size=2000",
+            fault=f"pause=3:{pids}",
+            env={"RAY_TMPDIR": ray_tmp},
+        )
+        committed_while_running(proc, lambda: len(manifest(out)["shards"]), 1)
+        assert proc.poll() is None, proc.communicate()[1]
+        sent = time.monotonic()
+        proc.send_signal(stop)
+        _, stderr = proc.communicate(timeout=60)
+        stopped_after = time.monotonic() - sent
+        left = processes_mentioning(ray_tmp)
+    finally:
+        end_processes(ray_tmp, remove=True)
+    assert proc.returncode == 128 + stop, stderr
+    assert stopped_after < 15, f"stopped {stopped_after:.1f} s after {stop.name}"
+    assert left == [], f"Ray processes left running: {left}"
+    committed = len(manifest(out)["shards"])
+    assert 1 <= committed < 10
+    last = stderr.strip().splitlines()[-1]
+    assert last == (
+        f"clocksweep: interrupted by {stop.name}: {committed} of 10 shards committed, and kept; "
+        "rerun the same command to resume"
+    )
+    assert Location(str(out)).held_by() is None  # the directory is free
+    assert not list((out / "shards" / ".partial").rglob("*.parquet*"))
+    runs = json.loads((out / "run.json").read_text())["runs"]
+    assert runs[-1]["status"] == "interrupted"
+
+    resumed = run_ok(config_file, out, "shard_size=2000")
+    assert f"{committed} already committed" in resumed.stderr
+    assert validate_cli(out).exit_code == 0
+    assert content(out).equals(expected)
 
 
 def test_summary_mode(config_file, tmp_path, expected):

@@ -1,0 +1,254 @@
+"""One driver per results prefix on S3: a lease made of conditional writes.
+
+An object store has no file lock. S3 (and the servers that follow its API) can refuse a write
+on a condition: ``If-None-Match: *`` creates an object only if none is there, ``If-Match:
+ETAG`` replaces or deletes it only if it is still the one read. The lease is the object
+``PREFIX/.lock``, holding the driver's pid, host and a random token:
+
+- taken by creating it only if absent; if it is there and was renewed less than the lease's
+  time ago, the run is refused and the holder named;
+- renewed by the driver (a thread) every third of that time, each renewal conditional on
+  the ETag it last wrote, so a driver whose lease was taken over learns it at once;
+- taken over, when its holder stopped renewing it (a driver killed, a host lost), by
+  replacing it only if it is still the stale one read;
+- deleted, conditionally, when the run ends.
+
+Age is judged on the server's clock alone: its ``Date`` header against the object's
+``LastModified``, so hosts whose clocks disagree still agree on a lease's age. A driver that
+has not renewed its lease within the lease's time stops before its next commit
+(`check`). The lease's time is ``CLOCKSWEEP_LEASE_SECONDS`` (default 30): a driver killed
+without ending its run holds the prefix that long.
+
+Stores without conditional writes, and object stores other than S3, have no lease: one driver
+per output there is the user's affair (docs/results.md).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from pipeline.store.layout import LOCK_FILE, ResultsError
+
+LEASE_ENV = "CLOCKSWEEP_LEASE_SECONDS"
+DEFAULT_LEASE_SECONDS = 30.0
+
+
+def lease_seconds() -> float:
+    text = os.environ.get(LEASE_ENV)
+    if text is None:
+        return DEFAULT_LEASE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 1.0 <= value <= 3600.0:  # also refuses nan
+        raise ResultsError(f"{LEASE_ENV}: {text!r}; expected seconds from 1 to 3600")
+    return value
+
+
+def s3_client(where: str):
+    """A boto3 client for the S3 URI ``where``, from its query (``endpoint_override``,
+    ``scheme``, ``region``, keys) and otherwise the environment, as pyarrow reads them."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise ResultsError(
+            f"output: {where}: one driver per S3 prefix is held by a lease, which needs boto3 "
+            "(pip install 'clocksweep[s3]')"
+        ) from None
+    query = {key: values[-1] for key, values in parse_qs(urlsplit(where).query).items()}
+    endpoint = query.get("endpoint_override")
+    if endpoint and "://" not in endpoint:
+        endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
+    options = {
+        "endpoint_url": endpoint,
+        "region_name": query.get("region") or None,
+        "aws_access_key_id": query.get("access_key") or None,
+        "aws_secret_access_key": query.get("secret_key") or None,
+        "aws_session_token": query.get("session_token") or None,
+        "config": Config(
+            retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=10, read_timeout=30
+        ),
+    }
+    # A session of its own reads the environment now (boto3's default session keeps the
+    # credentials it first read).
+    session = boto3.session.Session()
+    return session.client("s3", **{k: v for k, v in options.items() if v is not None})
+
+
+def _error_code(error) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+_REFUSED_CREDENTIALS = (
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "AccessDenied",
+    "ExpiredToken",
+    "InvalidToken",
+    "AuthorizationHeaderMalformed",
+)
+
+
+def _cause(error, bucket: str) -> str:
+    """Why the store did not do what was asked, in a few words."""
+    code = _error_code(error)
+    if code == "NoSuchBucket":
+        return f"the bucket {bucket} does not exist"
+    if code in _REFUSED_CREDENTIALS:
+        return f"the store refused the credentials ({code})"
+    if code:
+        return code
+    return f"cannot reach the store ({error})"
+
+
+def _refused(error) -> bool:
+    """A conditional write refused: the condition did not hold."""
+    status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = _error_code(error)
+    return status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict")
+
+
+class Lease:
+    """The lease on one S3 prefix (see the module's docstring); the `Lock` of object stores."""
+
+    def __init__(self, location):
+        self.location = location
+        self.where = location.where
+        self.bucket, _, prefix = location.root.partition("/")
+        self.key = f"{prefix}/{LOCK_FILE}" if prefix else LOCK_FILE
+        self.seconds = lease_seconds()
+        self.client = s3_client(location.where)
+        self.token = secrets.token_hex(8)
+        self.etag: str | None = None
+        self.renewed = 0.0  # time.monotonic() of the last write of ours that held
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def _body(self) -> bytes:
+        return json.dumps(
+            {"pid": os.getpid(), "host": socket.gethostname(), "token": self.token}
+        ).encode()
+
+    def _put(self, **condition) -> bool:
+        """Write the lease on ``condition``; False if the store refused the condition."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        started = time.monotonic()
+        try:
+            answer = self.client.put_object(
+                Bucket=self.bucket, Key=self.key, Body=self._body(), **condition
+            )
+        except ClientError as error:
+            if _refused(error):
+                return False
+            raise ResultsError(
+                f"output: {self.where}: cannot write {LOCK_FILE}: {_cause(error, self.bucket)}"
+            ) from None
+        except BotoCoreError as error:
+            raise ResultsError(
+                f"output: {self.where}: cannot write {LOCK_FILE}: {_cause(error, self.bucket)}"
+            ) from None
+        self.etag, self.renewed = answer["ETag"], started
+        return True
+
+    def _holder(self) -> tuple[str, dict, float] | None:
+        """(ETag, body, age in seconds by the server's clock) of the lease there, or None."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
+        except ClientError as error:
+            if _error_code(error) in ("NoSuchKey", "404"):
+                return None
+            raise ResultsError(
+                f"output: {self.where}: cannot read {LOCK_FILE}: {_cause(error, self.bucket)}"
+            ) from None
+        except BotoCoreError as error:
+            raise ResultsError(
+                f"output: {self.where}: cannot read {LOCK_FILE}: {_cause(error, self.bucket)}"
+            ) from None
+        try:
+            body = json.loads(answer["Body"].read())
+        except ValueError:
+            body = {}
+        served = answer["ResponseMetadata"].get("HTTPHeaders", {}).get("date")
+        now = email.utils.parsedate_to_datetime(served) if served else None
+        age = (now - answer["LastModified"]).total_seconds() if now else 0.0
+        return answer["ETag"], body if isinstance(body, dict) else {}, age
+
+    def acquire(self) -> Lease:
+        """Take the lease, or raise ResultsError naming the run that holds it."""
+        if self._put(IfNoneMatch="*"):
+            return self._start()
+        held = self._holder()
+        if held is None:  # ended between our write and our read: try once more
+            if self._put(IfNoneMatch="*"):
+                return self._start()
+            held = self._holder()
+        if held is not None:
+            etag, body, age = held
+            if age > self.seconds and self._put(IfMatch=etag):
+                return self._start()
+            who = f"pid {body.get('pid', '?')} on {body.get('host', '?')}"
+            raise ResultsError(
+                f"output: {self.where} is in use by another clocksweep run ({who}, its lease "
+                f"renewed {max(age, 0):.0f} s ago, held while renewed within {self.seconds:.0f} s); "
+                "wait for it, or choose another output"
+            )
+        raise ResultsError(f"output: {self.where}: cannot take {LOCK_FILE}; try again")
+
+    def _start(self) -> Lease:
+        self._thread = threading.Thread(target=self._renew_until_stopped, daemon=True)
+        self._thread.start()
+        return self
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            with self._guard:
+                if self.lost:
+                    return
+                try:
+                    if not self._put(IfMatch=self.etag):
+                        self.lost = "another run took the lease over"
+                except ResultsError:
+                    pass  # the store did not answer: try again; `check` counts the time
+
+    def check(self) -> None:
+        """Raise ResultsError unless the lease is still ours: called before every commit."""
+        age = time.monotonic() - self.renewed
+        if self.lost or age > self.seconds:
+            why = self.lost or f"not renewed for {age:.0f} s"
+            raise ResultsError(
+                f"output: {self.where}: this run lost its lease on the output ({why}), so it "
+                "stops before committing more; rerun the same command to resume"
+            )
+
+    # The `Lock` interface the driver uses.
+    def claim(self) -> None:
+        """The lease names its holder from the start; nothing more to write."""
+
+    def release(self, refused: bool = False) -> None:
+        """Stop renewing and delete the lease if it is still ours."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._guard:
+            if self.lost or self.etag is None:
+                return
+            try:
+                self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
+            except (ClientError, BotoCoreError):
+                pass  # taken over, or the store is gone: the lease then simply expires

@@ -1,0 +1,404 @@
+"""Results on a real S3 API server on loopback (moto's standalone server, started here), reached
+only as a user reaches it: ``s3://bucket/prefix?endpoint_override=127.0.0.1:PORT&scheme=http``
+with credentials in the environment.
+
+moto rather than MinIO: it installs from PyPI with the test extra, starts in this process on a
+free port and implements the conditional writes (``If-None-Match: *``, ``If-Match``) that
+the lease (pipeline/store/lease.py) is made of.
+
+- a sweep on Ray, `validate` and `report` (to a local --out) from the URI; the rows read back by
+  pyarrow through the store's filesystem and by Polars with storage options;
+- objects truncated, altered and deleted between runs: named by `validate` and by `run`, redone;
+- another config into the prefix refused, nothing written; `--fresh` replaces it;
+- two drivers on one prefix: the second refused while the first holds the lease; the first
+  killed by SIGKILL, its lease left to expire, and the rerun ends with an uninterrupted run's rows;
+- the lease itself: taken, refused, taken over once stale, lost by its holder, released;
+- bad input: a bucket that does not exist, wrong credentials, an endpoint that refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+from faults import committed_while_running, driver
+from processes import end_processes
+from rows import kernel_rows, sorted_rows
+
+from pipeline.cli import cli
+from pipeline.store import lease as store_lease
+from pipeline.store.layout import ResultsError
+from pipeline.store.location import Location
+
+LEASE_SECONDS = 3.0
+BUCKET = "sweeps"
+SEED = 7171
+N_DEALS = 12_000
+CONFIG = f"""
+name = "s3"
+seed = {SEED}
+deals = {N_DEALS}
+shard_size = 2000
+[grid]
+variant = ["standard", "watch", "exchange"]
+strategy = ["most", "oracle"]
+depth = ["top"]
+"""
+REGION = "us-east-1"
+# The server checks signatures once its first requests (the IAM user, its policy and key)
+# are made: wrong credentials are then refused, as a real store refuses them.
+SETUP_REQUESTS = 3
+
+
+class Store:
+    """The server, a boto3 client on it, and URIs into its bucket."""
+
+    def __init__(self, host: str, port: int):
+        import boto3
+
+        self.endpoint = f"{host}:{port}"
+        url = f"http://{self.endpoint}"
+        iam = boto3.client(
+            "iam",
+            endpoint_url=url,
+            region_name=REGION,
+            aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+        )
+        iam.create_user(UserName="sweeper")
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName="sweeper", PolicyName="all", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="sweeper")["AccessKey"]
+        self.credentials = {
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            "AWS_DEFAULT_REGION": REGION,
+        }
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=url,
+            region_name=REGION,
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+        )
+
+    def uri(self, prefix: str, bucket: str = BUCKET) -> str:
+        return f"s3://{bucket}/{prefix}?endpoint_override={self.endpoint}&scheme=http"
+
+    def keys(self, prefix: str) -> dict[str, str]:
+        """Every key under ``prefix``, with its ETag."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return {item["Key"]: item["ETag"] for page in pages for item in page.get("Contents", [])}
+
+    def read(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+
+    def write(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=BUCKET, Key=key, Body=data)
+
+    def manifest(self, prefix: str) -> dict:
+        return json.loads(self.read(f"{prefix}/manifest.json"))
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on a free loopback port, with credentials and a short lease in the
+    environment (set before the module's Ray instance starts, so its workers see them)."""
+    names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"]
+    saved = {key: os.environ.get(key) for key in [*names, store_lease.LEASE_ENV]}
+    os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = str(SETUP_REQUESTS)  # read as moto is imported
+    from moto.server import ThreadedMotoServer
+
+    os.environ.pop("INITIAL_NO_AUTH_ACTION_COUNT")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        store = Store(*server.get_host_and_port())
+        os.environ.update(store.credentials)
+        os.environ[store_lease.LEASE_ENV] = str(LEASE_SECONDS)
+        store.client.create_bucket(Bucket=BUCKET)
+        yield store
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, then Ray
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("s3-config") / "s3.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return kernel_rows(CONFIG)
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, [*map(str, args)])
+
+
+def sweep(config_file, uri: str, *extra: str):
+    return run("run", config_file, f"--set=output={uri}", *extra)
+
+
+def rows_of(store: Store, prefix: str) -> pl.DataFrame:
+    """The committed per-deal rows, read by pyarrow through the store's own filesystem."""
+    location = Location(store.uri(prefix))
+    paths = [
+        location.full(record["path"])
+        for entry in store.manifest(prefix)["shards"]
+        for record in entry["files"]
+        if record["table"] == "deals"
+    ]
+    return sorted_rows(pl.from_arrow(ds.dataset(paths, filesystem=location.fs).to_table()))
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr
+    return lines[0]
+
+
+# --- A sweep, validate and report on the store ----------------------------------------------
+
+
+def test_sweep_validate_and_report_from_the_uri(s3, config_file, expected, tmp_path):
+    uri = s3.uri("plain")
+    result = sweep(config_file, uri)
+    assert result.exit_code == 0, result.output
+    assert "6/6 shards" in result.stderr
+    keys = s3.keys("plain/")
+    assert "plain/run.json" in keys and "plain/manifest.json" in keys
+    assert "plain/.lock" not in keys  # the lease is gone with the run
+    assert rows_of(s3, "plain").equals(expected)
+
+    # A user's own reader: Polars with the endpoint and credentials as storage options.
+    storage = {
+        "aws_endpoint_url": f"http://{s3.endpoint}",
+        "aws_allow_http": "true",
+        "aws_access_key_id": s3.credentials["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": s3.credentials["AWS_SECRET_ACCESS_KEY"],
+        "aws_region": REGION,
+    }
+    polars_rows = pl.scan_parquet(
+        f"s3://{BUCKET}/plain/shards/deals/*.parquet", storage_options=storage
+    ).collect()
+    assert sorted_rows(polars_rows).equals(expected)
+
+    checked = run("validate", uri)
+    assert checked.exit_code == 0, checked.output
+    assert "6/6 shards committed" in checked.stdout and "valid" in checked.stdout
+
+    report_dir = tmp_path / "report"
+    reported = run("report", uri, "--out", report_dir, "--no-plots")
+    assert reported.exit_code == 0, reported.output
+    document = json.loads((report_dir / "report.json").read_text())
+    assert sum(cell["n"] for cell in document["cells"]) == N_DEALS * len(document["cells"])
+    assert all(cell["exact"] for cell in document["cells"])
+    # The report is written locally: an object store's RESULTS needs --out.
+    assert "pass an output directory" in one_error_line(run("report", uri, "--no-plots"))
+
+
+# --- Damage between runs ------------------------------------------------------------------
+
+
+def test_damaged_objects_are_named_and_redone(s3, config_file, expected):
+    uri = s3.uri("damaged")
+    assert sweep(config_file, uri).exit_code == 0
+    entries = s3.manifest("damaged")["shards"]
+    deal_files = [
+        f"damaged/{record['path']}"
+        for entry in entries
+        for record in entry["files"]
+        if record["table"] == "deals"
+    ]
+    truncated, altered, deleted = deal_files[1], deal_files[3], deal_files[4]
+    data = s3.read(truncated)
+    s3.write(truncated, data[: len(data) // 2])
+    data = bytearray(s3.read(altered))
+    data[len(data) // 2] ^= 0xFF
+    s3.write(altered, bytes(data))
+    s3.client.delete_object(Bucket=BUCKET, Key=deleted)
+
+    checked = run("validate", uri)
+    assert checked.exit_code != 0
+    for key in (truncated, altered, deleted):
+        assert key.split("/")[-1] in checked.stdout, checked.stdout
+
+    rerun = sweep(config_file, uri)
+    assert rerun.exit_code == 0, rerun.output
+    assert "3 played" in rerun.stderr and "3 already committed" in rerun.stderr
+    assert run("validate", uri).exit_code == 0
+    assert rows_of(s3, "damaged").equals(expected)
+
+
+# --- Another experiment in the prefix -----------------------------------------------------
+
+
+def test_another_config_is_refused_and_fresh_replaces_it(s3, config_file, tmp_path):
+    uri = s3.uri("mixed")
+    assert sweep(config_file, uri).exit_code == 0
+    before = s3.keys("mixed/")
+    line = one_error_line(sweep(config_file, uri, "--set=seed=1"))
+    assert "mixed" in line and "--fresh" in line
+    assert s3.keys("mixed/") == before  # nothing written, nothing deleted
+
+    replaced = sweep(config_file, uri, "--set=seed=1", "--fresh")
+    assert replaced.exit_code == 0, replaced.output
+    assert rows_of(s3, "mixed").equals(kernel_rows(CONFIG, seed=1))
+    assert run("validate", uri).exit_code == 0
+
+
+# --- Two drivers, a SIGKILL, the lease left to expire -------------------------------------
+
+
+def test_second_driver_refused_then_sigkill_and_rerun(s3, config_file, expected, tmp_path):
+    prefix, pids = "killed", tmp_path / "pids"
+    pids.mkdir()
+    uri = s3.uri(prefix)
+    ray_tmp = f"/tmp/cs3kill{os.getpid()}"
+    first = driver(
+        config_file, uri, "ray.num_cpus=1", fault=f"pause=0.8:{pids}", env={"RAY_TMPDIR": ray_tmp}
+    )
+    try:
+        committed_while_running(first, lambda: len(s3.manifest(prefix)["shards"]), 2)
+        assert first.poll() is None, first.communicate()[1]
+
+        line = one_error_line(sweep(config_file, uri))
+        assert (
+            f"in use by another clocksweep run (pid {first.pid} on {socket.gethostname()}" in line
+        )
+
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        end_processes(ray_tmp, remove=True)
+    committed = len(s3.manifest(prefix)["shards"])
+    assert 2 <= committed < 6
+    assert f"{prefix}/.lock" in s3.keys(f"{prefix}/")  # the killed driver's lease, left behind
+
+    # Within the lease's time the prefix is still held; once it has expired, the rerun takes
+    # the stale lease over and finishes.
+    time.sleep(LEASE_SECONDS + 1)
+    resumed = sweep(config_file, uri)
+    assert resumed.exit_code == 0, resumed.output
+    assert f"{committed} already committed" in resumed.stderr
+    statuses = [r["status"] for r in json.loads(s3.read(f"{prefix}/run.json"))["runs"]]
+    assert statuses == ["died", "complete"]
+    assert run("validate", uri).exit_code == 0
+    assert rows_of(s3, prefix).equals(expected)
+
+
+def test_a_driver_whose_lease_is_taken_over_stops_before_committing_more(
+    s3, config_file, expected, tmp_path
+):
+    prefix, pids = "taken", tmp_path / "pids"
+    pids.mkdir()
+    uri = s3.uri(prefix)
+    ray_tmp = f"/tmp/cs3take{os.getpid()}"
+    first = driver(
+        config_file, uri, "ray.num_cpus=1", fault=f"pause=1.5:{pids}", env={"RAY_TMPDIR": ray_tmp}
+    )
+    try:
+        committed_while_running(first, lambda: len(s3.manifest(prefix)["shards"]), 1)
+        assert first.poll() is None, first.communicate()[1]
+        # Another driver's lease, written over this one's as a takeover writes it.
+        s3.write(
+            f"{prefix}/.lock", json.dumps({"pid": 1, "host": "elsewhere", "token": "x"}).encode()
+        )
+        taken_over = len(s3.manifest(prefix)["shards"])
+        _, stderr = first.communicate(timeout=120)
+    finally:
+        end_processes(ray_tmp, remove=True)
+    assert first.returncode != 0
+    assert "lost its lease on the output (another run took the lease over)" in stderr, stderr
+    # At most the flush already under way when the renewal found out; never the rest.
+    assert len(s3.manifest(prefix)["shards"]) <= taken_over + 1 < 6
+    assert json.loads(s3.read(f"{prefix}/.lock"))["host"] == "elsewhere"  # left to its owner
+
+    time.sleep(LEASE_SECONDS + 1)  # that owner never renews: its lease goes stale
+    resumed = sweep(config_file, uri)
+    assert resumed.exit_code == 0, resumed.output
+    assert rows_of(s3, prefix).equals(expected)
+
+
+# --- The lease on its own -----------------------------------------------------------------
+
+
+def test_the_lease_is_taken_refused_taken_over_and_released(s3):
+    location = Location(s3.uri("leased"))
+    first = store_lease.Lease(location).acquire()
+    key = "leased/.lock"
+    body = json.loads(s3.read(key))
+    assert body["pid"] == os.getpid() and body["token"] == first.token
+    with pytest.raises(ResultsError, match="in use by another clocksweep run"):
+        store_lease.Lease(location).acquire()
+    first.check()  # renewed by its thread: still ours after more than the lease's time
+    time.sleep(LEASE_SECONDS * 1.5)
+    first.check()
+    assert json.loads(s3.read(key))["token"] == first.token
+
+    # A holder that stops renewing (its thread stopped, as a killed driver's) is taken over.
+    first._stop.set()
+    first._thread.join()
+    time.sleep(LEASE_SECONDS + 1.5)
+    second = store_lease.Lease(location).acquire()
+    assert json.loads(s3.read(key))["token"] == second.token
+    with pytest.raises(ResultsError, match="lost its lease"):
+        first.check()
+    first.release()  # not ours any more: the other's lease stays
+    assert json.loads(s3.read(key))["token"] == second.token
+    second.release()
+    assert key not in s3.keys("leased/")
+
+
+# --- Bad input ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_bucket_that_does_not_exist(s3, config_file):
+    uri = s3.uri("p", bucket="no-such-bucket")
+    line = one_error_line(sweep(config_file, uri))
+    assert uri in line and "bucket no-such-bucket does not exist" in line
+    assert "no-such-bucket" not in {b["Name"] for b in s3.client.list_buckets()["Buckets"]}
+
+
+@pytest.mark.parametrize("wrong", ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"])
+def test_wrong_credentials(s3, config_file, monkeypatch, wrong):
+    monkeypatch.setenv(wrong, "AKIAWRONGWRONGWRONG0")
+    uri = s3.uri("creds")
+    line = one_error_line(sweep(config_file, uri))
+    assert uri in line and "credentials" in line
+    assert not s3.keys("creds/")
+
+
+def test_an_endpoint_that_refuses(config_file, monkeypatch):
+    monkeypatch.setenv("CLOCKSWEEP_CONNECT_SECONDS", "5")
+    uri = f"s3://{BUCKET}/p?endpoint_override=127.0.0.1:{free_port()}&scheme=http"
+    line = one_error_line(sweep(config_file, uri))
+    assert uri in line and "cannot reach" in line
