@@ -89,6 +89,7 @@ def cluster():
             timeout=60,
             check=True,
         )
+    dashboard = free_port()  # the job server `ray job submit` talks to
     try:
         common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
         ray_command(
@@ -96,11 +97,14 @@ def cluster():
             "--head",
             f"--port={port}",
             f"--temp-dir={temp_dir}",
-            "--include-dashboard=false",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
             *common,
             env=env,
         )
         ray_command("start", f"--address=127.0.0.1:{port}", *common, env=env)
+        env["CLOCKSWEEP_TEST_DASHBOARD"] = f"http://127.0.0.1:{dashboard}"
         yield f"127.0.0.1:{port}", env
     finally:
         end_processes(temp_dir)
@@ -235,4 +239,45 @@ def test_a_node_lost_mid_sweep(cluster, tmp_path):
     )
     got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert got.height == N_DEALS * len(cells)  # no row missing, none twice
+    assert as_sorted_strings(got).equals(as_sorted_strings(expected))
+
+
+def test_a_sweep_submitted_as_a_ray_job(cluster, tmp_path):
+    """`ray job submit --working-dir . -- clocksweep run CONFIG`, as the README says: the
+    driver runs on the cluster (its head), token authentication on, the results on storage
+    every node reaches (here a path on the one machine)."""
+    _, env = cluster
+    job_dir, out = tmp_path / "job", tmp_path / "res"
+    job_dir.mkdir()
+    (job_dir / "cluster.toml").write_text(CONFIG.replace("[grid]", f'output = "{out}"\n[grid]'))
+    ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
+    done = subprocess.run(
+        [
+            ray,
+            "job",
+            "submit",
+            "--address",
+            env["CLOCKSWEEP_TEST_DASHBOARD"],
+            "--working-dir",
+            str(job_dir),
+            "--",
+            "clocksweep",
+            "run",
+            "cluster.toml",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "on 2 CPUs, 2 node(s)" in done.stdout + done.stderr
+    record = json.loads((out / "run.json").read_text())["runs"][-1]
+    assert record["status"] == "complete" and record["ray"]["kind"] == "cluster"
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cells = list(cfg.cells)
+    expected = pl.from_arrow(
+        schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
+    )
+    got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert as_sorted_strings(got).equals(as_sorted_strings(expected))
