@@ -5,11 +5,11 @@ on a local Ray instance, at 1,000, 10,000 and 100,000 shards.
 
 Each sweep is `clocksweep run` in its own process, timed as a user times it (the command's
 wall time, Ray's start included), with the driver's resident memory sampled from outside every
-0.2 s (the driver process alone, not Ray's). Printed per size: wall seconds, seconds per
-committed shard (wall less the smallest run's wall, over the shards it added), the driver's
-peak RSS, and the manifest's size. Flat per-shard seconds and memory mean the driver scales;
-growth with the shard count is the cost of rewriting one manifest of every entry as shards
-commit.
+0.2 s (the driver process alone, not Ray's), and its CPU time. Printed per size: wall
+seconds, milliseconds per committed shard (wall less the smallest run's wall, over the shards
+it added), the driver's CPU milliseconds per shard, its peak RSS, and the manifest's size.
+Flat per-shard figures mean the driver scales; growth with the shard count is the cost of
+rewriting one manifest of every entry as shards commit.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def one_sweep(shards: int, per_shard: int, work: Path) -> dict:
         f'name = "scale"\nseed = 5\ndeals = {shards * per_shard}\nshard_size = {per_shard}\n'
         f'record = "summary"\noutput = "{out}"\n[grid]\nvariant = ["standard"]\n'
     )
-    peak = [0]
-    page = os.sysconf("SC_PAGE_SIZE")
+    peak, cpu = [0], [0.0]
+    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run", str(config)],
@@ -50,6 +50,9 @@ def one_sweep(shards: int, per_shard: int, work: Path) -> dict:
             try:
                 with open(f"/proc/{proc.pid}/statm") as statm:
                     peak[0] = max(peak[0], int(statm.read().split()[1]) * page)
+                with open(f"/proc/{proc.pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                cpu[0] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
             except OSError:
                 return
             time.sleep(0.2)
@@ -65,6 +68,7 @@ def one_sweep(shards: int, per_shard: int, work: Path) -> dict:
         "shards": shards,
         "wall_seconds": round(wall, 2),
         "driver_peak_rss_mb": round(peak[0] / 2**20, 1),
+        "driver_cpu_seconds": round(cpu[0], 2),  # its own threads, to the last 0.2 s sample
         "manifest_bytes": (out / "manifest.json").stat().st_size,
     }
 
@@ -83,6 +87,9 @@ def main() -> None:
         extra = result["wall_seconds"] - base["wall_seconds"]
         result["ms_per_added_shard"] = round(1000 * extra / added, 3) if added else None
         result["ms_per_shard"] = round(1000 * result["wall_seconds"] / result["shards"], 3)
+        result["driver_cpu_ms_per_shard"] = round(
+            1000 * result["driver_cpu_seconds"] / result["shards"], 3
+        )
         print(json.dumps(result))
 
 

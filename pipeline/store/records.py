@@ -241,6 +241,10 @@ def read_manifest(location: Location) -> dict | None:
     return manifest
 
 
+# A manifest write may take at most one part in this many of the time between writes.
+WRITE_SHARE_LIMIT = 10.0
+
+
 class Manifest:
     """The committed shards of a sweep, by index; written by the driver, atomically.
 
@@ -256,6 +260,7 @@ class Manifest:
         self.staged: dict[int, list[tuple[str, str]]] = {}  # (staged, final), not yet in place
         self.dirty = True
         self.last_write = 0.0
+        self.write_seconds = 0.0  # how long the last write took
 
     def load_verified(
         self, listed: list, plan: ShardPlan, n_cells: int, schemas: dict
@@ -295,13 +300,18 @@ class Manifest:
 
     def flush(self, at_most_every: float = 0.0) -> list[tuple[int, str]]:
         """Put staged files in place and write the manifest, if it changed and not more often
-        than ``at_most_every`` seconds. Gives (index, why) of the shards whose files could not
-        be put in place, which are not committed; ResultsError if the manifest cannot be
-        written (a full disk), the files then back where they were."""
+        than ``at_most_every`` seconds, nor, when that is not 0, than keeps its writing under
+        a tenth of the time (a manifest of many shards takes long to write, and every write
+        rewrites it whole). Gives (index, why) of the shards whose files could not be put in
+        place, which are not committed; ResultsError if the manifest cannot be written (a full
+        disk), the files then back where they were."""
         import time
 
+        if at_most_every:
+            at_most_every = max(at_most_every, WRITE_SHARE_LIMIT * self.write_seconds)
         if not self.dirty or time.monotonic() - self.last_write < at_most_every:
             return []
+        started = time.monotonic()
         rejected, moved = [], []
         for index, pairs in list(self.staged.items()):
             try:
@@ -336,4 +346,5 @@ class Manifest:
         self.staged.clear()
         self.dirty = False
         self.last_write = time.monotonic()
+        self.write_seconds = self.last_write - started
         return rejected
