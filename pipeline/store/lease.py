@@ -15,9 +15,10 @@ ETAG`` replaces or deletes it only if it is still the one read. The lease is the
 
 Age is judged on the server's clock alone: its ``Date`` header against the object's
 ``LastModified``, so hosts whose clocks disagree still agree on a lease's age. A driver that
-has not renewed its lease within the lease's time stops before its next commit
-(`check`). The lease's time is ``CLOCKSWEEP_LEASE_SECONDS`` (default 30): a driver killed
-without ending its run holds the prefix that long.
+has not renewed its lease for two thirds of the lease's time stops before its next commit
+(`check`), which leaves the last third for a write under way to end before a takeover.
+The lease's time is ``CLOCKSWEEP_LEASE_SECONDS`` (default 30): a driver killed without
+ending its run holds the prefix that long.
 
 Stores without conditional writes, and object stores other than S3, have no lease: one driver
 per output there is the user's affair (docs/results.md).
@@ -225,9 +226,11 @@ class Lease:
                     pass  # the store did not answer: try again; `check` counts the time
 
     def check(self) -> None:
-        """Raise ResultsError unless the lease is still ours: called before every commit."""
+        """Raise ResultsError unless the lease is still ours: called before every commit.
+        A lease not renewed for two thirds of its time counts as lost already, so that the
+        write that follows ends before any other driver may take the lease over."""
         age = time.monotonic() - self.renewed
-        if self.lost or age > self.seconds:
+        if self.lost or age > self.seconds * 2 / 3:
             why = self.lost or f"not renewed for {age:.0f} s"
             raise ResultsError(
                 f"output: {self.where}: this run lost its lease on the output ({why}), so it "
