@@ -67,20 +67,32 @@ def pile_where(pile: int) -> str:
     return "the centre" if pile == rules.CENTRE else f"hour {pile + 1}"
 
 
-def _check_every_card_once(cards: list[tuple[int, str]], what: str) -> None:
-    """Refuse a set of (card, where) that is not each of the 52 cards exactly once."""
+def _missing(cards: list[tuple[int, str]]) -> str:
+    """The cards of the deck that ``cards`` (card, where) lacks, as text ('' for none)."""
+    present = {card for card, _ in cards}
+    return ", ".join(rules.card_text(c) for c in range(N_CARDS) if c not in present)
+
+
+def _refuse_repeats(cards: list[tuple[int, str]], what: str) -> None:
+    """Refuse (card, where) pairs in which a card appears twice, naming both places and
+    what is missing."""
     seen: dict[int, str] = {}
     for card, where in cards:
         if card in seen:
-            missing = sorted(set(range(N_CARDS)) - {c for c, _ in cards})
-            gap = f"; missing: {', '.join(rules.card_text(c) for c in missing)}" if missing else ""
+            missing = _missing(cards)
+            gap = f"; missing: {missing}" if missing else ""
             raise LayoutError(
                 f"{what}: {rules.card_text(card)} appears twice ({seen[card]} and {where}){gap}"
             )
         seen[card] = where
-    missing = sorted(set(range(N_CARDS)) - set(seen))
+
+
+def _check_every_card_once(cards: list[tuple[int, str]], what: str) -> None:
+    """Refuse a set of (card, where) that is not each of the 52 cards exactly once."""
+    _refuse_repeats(cards, what)
+    missing = _missing(cards)
     if missing:
-        raise LayoutError(f"{what}: missing {', '.join(rules.card_text(c) for c in missing)}")
+        raise LayoutError(f"{what}: missing {missing}")
 
 
 def _unsigned(value: object, key: str) -> int:
@@ -91,7 +103,9 @@ def _unsigned(value: object, key: str) -> int:
     return value
 
 
-def _from_object(record: dict) -> Layout:
+def _from_object(record: dict, reverse: bool) -> Layout:
+    if reverse:
+        raise LayoutError("--reverse: applies to a deck of 52 cards, not to a layout's piles")
     unknown = [key for key in record if key not in LAYOUT_KEYS]
     if unknown:
         raise LayoutError(
@@ -143,10 +157,9 @@ def _from_deck(texts: list, order: str, reverse: bool) -> Layout:
         for position, text in enumerate(texts)
     ]
     if len(cards) != N_CARDS:
-        present = {card for card, _ in cards}
-        _check_repeats_first(cards)
-        missing = sorted(set(range(N_CARDS)) - present)
-        gap = f" (missing: {', '.join(rules.card_text(c) for c in missing)})" if missing else ""
+        _refuse_repeats(cards, "deck")
+        missing = _missing(cards)
+        gap = f" (missing: {missing})" if missing else ""
         raise LayoutError(f"deck: {len(cards)} cards; a deck is {N_CARDS}{gap}")
     _check_every_card_once(cards, "deck")
     deck = [card for card, _ in cards]
@@ -154,16 +167,6 @@ def _from_deck(texts: list, order: str, reverse: bool) -> Layout:
         deck.reverse()
     piles = rules.lay_out(deck, order)
     return Layout(tuple(tuple(pile) for pile in piles), order)
-
-
-def _check_repeats_first(cards: list[tuple[int, str]]) -> None:
-    seen: dict[int, str] = {}
-    for card, where in cards:
-        if card in seen:
-            raise LayoutError(
-                f"deck: {rules.card_text(card)} appears twice ({seen[card]} and {where})"
-            )
-        seen[card] = where
 
 
 def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[Layout]:
@@ -190,7 +193,7 @@ def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[
         if len(lines) > 1 and stripped[0] == "{":
             return [_one_line(line, number, reverse) for number, line in _numbered(stripped)]
         raise LayoutError(f"layout: not valid JSON: {error}") from None
-    return [_from_json(value, order, reverse, "layout")]
+    return [_from_json(value, order, reverse)]
 
 
 def _numbered(text: str):
@@ -207,19 +210,17 @@ def _one_line(line: str, number: int, reverse: bool) -> Layout:
     if not isinstance(value, dict):
         raise LayoutError(f'layout line {number}: not a layout object ({{"piles": ...}})')
     try:
-        return _from_json(value, "round-robin", reverse, "layout")
+        return _from_object(value, reverse)
     except LayoutError as error:
         raise LayoutError(str(error).replace("layout:", f"layout line {number}:", 1)) from None
 
 
-def _from_json(value, order: str, reverse: bool, what: str) -> Layout:
+def _from_json(value, order: str, reverse: bool) -> Layout:
     if isinstance(value, dict):
-        if reverse:
-            raise LayoutError("--reverse: applies to a deck of 52 cards, not to a layout's piles")
-        return _from_object(value)
+        return _from_object(value, reverse)
     if isinstance(value, list) and not any(isinstance(item, list) for item in value):
         return _from_deck(value, order, reverse)
     raise LayoutError(
-        f'{what}: a JSON value that is neither a layout object ({{"piles": ...}}) nor a list '
+        'layout: a JSON value that is neither a layout object ({"piles": ...}) nor a list '
         "of 52 card texts"
     )

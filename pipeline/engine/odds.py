@@ -408,10 +408,21 @@ def exact_values() -> list[dict]:
         records.append(record("standard", None, None, f"P(cards_turned={turned})", chance))
     # Play it out scores restarts; no restart at all is exactly a standard win.
     records.append(record("play_out", None, None, "P(win)", standard_win()))
-    for variant in rules.RESCUE_VARIANTS:
-        depths = rules.DEPTHS if variant == "exchange" else (None,)
-        for depth in depths:
-            for strategy in rules.STRATEGIES:
-                value = rescue_win(strategy, depth=depth or "bottom")
-                records.append(record(variant, strategy, depth, "P(win)", value))
+    # One record per rescue cell of the one enumeration, less the axes that change no odds
+    # (finale, order): by variant, then depth, then strategy.
+    rescues = {
+        (cell.variant, cell.depth, cell.strategy)
+        for cell in rules.all_cells(orders=rules.ORDERS[:1])
+        if cell.has_rescue
+    }
+    for variant, depth, strategy in sorted(
+        rescues,
+        key=lambda r: (
+            rules.VARIANTS.index(r[0]),
+            rules.DEPTHS.index(r[1]) if r[1] else -1,
+            rules.STRATEGIES.index(r[2]),
+        ),
+    ):
+        value = rescue_win(strategy, depth=depth or "bottom")
+        records.append(record(variant, strategy, depth, "P(win)", value))
     return records

@@ -141,44 +141,47 @@ class Lease:
             {"pid": os.getpid(), "host": socket.gethostname(), "token": self.token}
         ).encode()
 
-    def _put(self, **condition) -> bool:
-        """Write the lease on ``condition``; False if the store refused the condition."""
+    def _ask(self, verb: str, call, expected):
+        """``call()``'s answer, or None where the store answered with an error that
+        ``expected(error)`` accepts; ResultsError naming the cause for any other error."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        started = time.monotonic()
         try:
-            answer = self.client.put_object(
-                Bucket=self.bucket, Key=self.key, Body=self._body(), **condition
-            )
+            return call()
         except ClientError as error:
-            if _refused(error):
-                return False
-            raise ResultsError(
-                f"output: {self.where}: cannot write {LOCK_FILE}: {_cause(error, self.bucket)}"
-            ) from None
+            if expected(error):
+                return None
+            cause = error
         except BotoCoreError as error:
-            raise ResultsError(
-                f"output: {self.where}: cannot write {LOCK_FILE}: {_cause(error, self.bucket)}"
-            ) from None
+            cause = error
+        raise ResultsError(
+            f"output: {self.where}: cannot {verb} {LOCK_FILE}: {_cause(cause, self.bucket)}"
+        )
+
+    def _put(self, **condition) -> bool:
+        """Write the lease on ``condition``; False if the store refused the condition."""
+        started = time.monotonic()
+        answer = self._ask(
+            "write",
+            lambda: self.client.put_object(
+                Bucket=self.bucket, Key=self.key, Body=self._body(), **condition
+            ),
+            _refused,
+        )
+        if answer is None:
+            return False
         self.etag, self.renewed = answer["ETag"], started
         return True
 
     def _holder(self) -> tuple[str, dict, float] | None:
         """(ETag, body, age in seconds by the server's clock) of the lease there, or None."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
-        except ClientError as error:
-            if _error_code(error) in ("NoSuchKey", "404"):
-                return None
-            raise ResultsError(
-                f"output: {self.where}: cannot read {LOCK_FILE}: {_cause(error, self.bucket)}"
-            ) from None
-        except BotoCoreError as error:
-            raise ResultsError(
-                f"output: {self.where}: cannot read {LOCK_FILE}: {_cause(error, self.bucket)}"
-            ) from None
+        answer = self._ask(
+            "read",
+            lambda: self.client.get_object(Bucket=self.bucket, Key=self.key),
+            lambda error: _error_code(error) in ("NoSuchKey", "404"),
+        )
+        if answer is None:
+            return None
         try:
             body = json.loads(answer["Body"].read())
         except ValueError:

@@ -91,7 +91,6 @@ class Outcome:
     row_bytes: int = 0  # of the per-deal files alone: what bytes per row counts
     seconds: float = 0.0
     play_seconds: float = 0.0
-    nodes_lost: list[dict] = field(default_factory=list)  # {node_id, address, lost}
 
 
 def now() -> str:
@@ -479,8 +478,9 @@ def play_all(
 ) -> None:
     """Keep tasks in flight until every shard is committed or out of attempts. A full disk
     stops the run (layout.ResultsError): every attempt would fail the same way. A node the
-    cluster loses is reported as Ray finds it dead, added to ``outcome.nodes_lost`` and
-    passed to ``node_lost``; its shards fail and are played again on the other nodes."""
+    cluster loses is reported as Ray finds it dead and passed to ``node_lost`` (a dict of
+    node_id, address and when it was lost); its shards fail and are played again on the
+    other nodes."""
     import ray
 
     remote = ray.remote(num_cpus=1, max_retries=0)(task)
@@ -570,7 +570,6 @@ def play_all(
                 progress.done_deals += shard.count
             settle(manifest.flush(at_most_every=MANIFEST_INTERVAL))
             for node in watch.lost():
-                outcome.nodes_lost.append(node)
                 progress.say(
                     f"node {node['node_id'][:12]} at {node['address']} was lost; its shards are "
                     f"played again on the {watch.alive_count} node(s) left"
