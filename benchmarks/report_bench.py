@@ -140,8 +140,10 @@ def _install_wait4():
 
 
 def rows_of(where: str) -> tuple[int, int]:
-    manifest = json.load(open(os.path.join(where, "manifest.json")))
-    files = [f for e in manifest["shards"] for f in e["files"]]
+    from pipeline.store import validate
+
+    entries = validate.open_results(where).entries.values()
+    files = [f.to_json() for e in entries for f in e.files]
     import pyarrow.parquet as pq
 
     rows = sum(pq.read_metadata(os.path.join(where, f["path"])).num_rows for f in files)

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def driver(args: argparse.Namespace) -> None:
     """One sweep in this process (run as a child of the benchmark): prints its figures as JSON."""
+    from pipeline.store import validate
     from pipeline.sweep import config
     from pipeline.sweep import driver as sweep
 
@@ -59,7 +60,7 @@ def driver(args: argparse.Namespace) -> None:
     cfg = config.load(args.config, args.set)
     started = time.monotonic()
     outcome = sweep.run(cfg, fresh=True, stream=open(os.devnull, "w"))
-    shards = json.loads((Path(cfg.output) / "manifest.json").read_text())["shards"]
+    shards = [e.to_json() for e in validate.open_results(cfg.output).entries.values()]
     # A local run submits shards in index order, so shards 0..cpus-1 are each worker's first:
     # their excess over the steady per-deal cost is the workers' start (imports, numba's cache).
     cpus = int(cfg.ray.get("num_cpus") or os.cpu_count())

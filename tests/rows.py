@@ -38,3 +38,17 @@ def kernel_rows(config_text: str, seed: int | None = None) -> pl.DataFrame:
     cells = list(cfg.cells)
     results = kernel.play(cfg.seed, cfg.first, cfg.deals, cells)
     return sorted_rows(pl.from_arrow(schema.deal_table(cfg.seed, cfg.first, results, cells)))
+
+
+def manifest_entries(out) -> list[dict]:
+    """Every shard entry a local results directory's manifest lists, its own and its pages'
+    (read as JSON, as a user's script would)."""
+    import json
+    from pathlib import Path
+
+    out = Path(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    entries = list(manifest["shards"])
+    for page in manifest.get("pages", []):
+        entries += json.loads((out / page["path"]).read_text())["shards"]
+    return sorted(entries, key=lambda entry: entry["index"])

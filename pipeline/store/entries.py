@@ -113,6 +113,39 @@ class ShardEntry:
         return [record for record in self.files if record.table == table]
 
 
+@dataclass(frozen=True)
+class PageRecord:
+    """A page of the manifest, as the manifest lists it: the file that holds the entries of
+    shards ``first`` to ``last`` (every one of them committed), its size and sha256."""
+
+    path: str
+    first: int
+    last: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "first": self.first,
+            "last": self.last,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
+        }
+
+    @classmethod
+    def from_json(cls, value) -> PageRecord:
+        if not (
+            isinstance(value, dict)
+            and set(value) == {"path", "first", "last", "bytes", "sha256"}
+            and all(isinstance(value[key], str) for key in ("path", "sha256"))
+            and all(is_count(value[key]) for key in ("first", "last", "bytes"))
+            and value["first"] <= value["last"]
+        ):
+            raise RecordError(f"a page record is malformed ({value!r:.80})")
+        return cls(**value)
+
+
 @dataclass
 class RunRecord:
     """run.json: the resolved config and its hash, the versions that wrote the results, the

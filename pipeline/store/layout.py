@@ -5,7 +5,11 @@ error of a directory that is not one this run may use.
   versions, the cells, the shard plan, and one record per run (the Ray cluster it ran on).
 - ``manifest.json``: the committed shards, each with its deal range, cells, rows, attempts
   and its files (path, rows, bytes, sha256). Only the driver writes it, after a task reports
-  success; readers use only the files it lists.
+  success; readers use only the files it lists. Once every shard of a page of
+  ``page_shards`` consecutive shards is committed, their entries move to a page file,
+  ``manifest/shards-<first>-<last>.json``, written once, which the manifest then lists (path,
+  bytes, sha256) in place of them: so each write of the manifest, and the driver's memory,
+  stay the size of a page or two however many shards the sweep has.
 - ``report/``: what `clocksweep report` wrote; a run removes it when it commits a shard, or
   starts over (``--fresh``), since it no longer describes the results.
 - ``shards/``: one file per shard and table,
@@ -27,6 +31,7 @@ import re
 
 RUN_FILE = "run.json"
 MANIFEST_FILE = "manifest.json"
+PAGES_DIR = "manifest"  # the manifest's pages: see the module docstring
 LOCK_FILE = ".lock"
 SHARDS_DIR = "shards"
 PARTIAL_DIR = f"{SHARDS_DIR}/.partial"  # files being written, or written and not yet committed
@@ -35,12 +40,20 @@ DEALS_TABLE = "deals"
 FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts
 METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"
-# A committed shard file's name (see Shard.stem), and a temporary file of run.json or the
-# manifest left by a process that died while writing it.
+# A committed shard file's name (see Shard.stem), a page of the manifest's (of shards first
+# to last), and a temporary file of run.json, the manifest or a page left by a process that
+# died while writing it.
 SHARD_FILE_NAME = re.compile(r"shard-(\d{6,})_deals-(\d+)-(\d+)\.parquet")
+PAGE_FILE_NAME = re.compile(r"shards-(\d{6,})-(\d{6,})\.json")
 STALE_TEMP_NAME = re.compile(
-    rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)})\.\d+(-[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}"
+    rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)}|{PAGE_FILE_NAME.pattern})"
+    rf"\.\d+(-[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}"
 )
+
+
+def page_path(first: int, last: int) -> str:
+    """The manifest's page of shards ``first`` to ``last``, relative to the results directory."""
+    return f"{PAGES_DIR}/shards-{first:06d}-{last:06d}.json"
 
 
 class ResultsError(ValueError):

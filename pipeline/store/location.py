@@ -161,10 +161,10 @@ class Location:
         with self.fs.open_input_stream(self.full(relative)) as stream:
             return json.loads(stream.read())
 
-    def write_json(self, relative: str, value) -> None:
-        """Replace a JSON file atomically: a temporary file renamed over it (locally).
-        ResultsError, in one line, if it cannot be written (a full disk); the temporary file
-        is removed."""
+    def write_json(self, relative: str, value) -> bytes:
+        """Replace a JSON file atomically: a temporary file renamed over it (locally); gives
+        the bytes written. ResultsError, in one line, if it cannot be written (a full disk);
+        the temporary file is removed."""
         data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
         if self.guard is not None:
             self.guard()
@@ -178,6 +178,7 @@ class Location:
             raise ResultsError(
                 f"output: {self.where}: cannot write {relative}: {os_error_text(error)}"
             ) from None
+        return data
 
     @staticmethod
     def _write_local(final: str, data: bytes) -> None:

@@ -3,15 +3,28 @@ line), the entries of a manifest checked against the plan, and the driver's `Man
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
 from pipeline.engine import rules
-from pipeline.store.entries import RecordError, RunRecord, ShardEntry, is_count
+from pipeline.store.entries import PageRecord, RecordError, RunRecord, ShardEntry, is_count
 from pipeline.store.files import file_problem
-from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE, ResultsError, article
+from pipeline.store.layout import (
+    DEALS_TABLE,
+    MANIFEST_FILE,
+    PAGE_FILE_NAME,
+    PAGES_DIR,
+    RUN_FILE,
+    SHARD_FILE_NAME,
+    SHARDS_DIR,
+    ResultsError,
+    article,
+    page_path,
+)
 from pipeline.store.location import Location, os_error_text
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
 
@@ -225,11 +238,27 @@ def read_run(location: Location) -> RunRecord | None:
         ) from None
 
 
+PAGE_ENV = "CLOCKSWEEP_MANIFEST_PAGE"  # shards per page of a new manifest (tests set it low)
+DEFAULT_PAGE_SHARDS = 1000
+
+
+def page_shards_setting() -> int:
+    text = os.environ.get(PAGE_ENV)
+    if text is None:
+        return DEFAULT_PAGE_SHARDS
+    if not (text.isdigit() and 1 <= int(text) <= 10**6):
+        raise ResultsError(f"{PAGE_ENV}: {text!r}; expected a count of shards from 1 to 1000000")
+    return int(text)
+
+
 def read_manifest(location: Location) -> dict | None:
     """manifest.json, checked as a manifest (its entries one by one are `checked_entries`'
-    affair); None if there is none; ResultsError naming the problem if it is not one."""
+    affair, its pages `read_pages`'); None if there is none; ResultsError naming the problem
+    if it is not one. A manifest of before pages gets none, and the default page size."""
     manifest = _read_record(location, MANIFEST_FILE, "a manifest")
-    if manifest is not None and not (
+    if manifest is None:
+        return None
+    if not (
         isinstance(manifest, dict)
         and isinstance(manifest.get("shards"), list)
         and isinstance(manifest.get("config_hash"), str)
@@ -238,58 +267,225 @@ def read_manifest(location: Location) -> dict | None:
             f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest "
             "(an object with a config_hash and a list of shards)"
         )
+    manifest.setdefault("page_shards", DEFAULT_PAGE_SHARDS)
+    pages = manifest.setdefault("pages", [])
+    try:
+        if not is_count(manifest["page_shards"], 1):
+            raise RecordError(f"its page_shards is {manifest['page_shards']!r}, not a count")
+        if not isinstance(pages, list):
+            raise RecordError(f"its pages are {pages!r:.40}, not a list")
+        manifest["pages"] = [PageRecord.from_json(page) for page in pages]
+    except RecordError as error:
+        raise ResultsError(
+            f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest: {error}"
+        ) from None
     return manifest
+
+
+def read_pages(location: Location, manifest: dict, plan: ShardPlan):
+    """Each page the manifest lists, read and checked (its place in the plan, its bytes
+    against the manifest's sha256, its config and its entries' range): (page, its raw
+    entries, None), or (page, None, what is wrong with it), one page in memory at a time."""
+    size, config_hash = manifest["page_shards"], manifest["config_hash"]
+    for page in manifest["pages"]:
+        count = page.last - page.first + 1
+        where = f"{MANIFEST_FILE}: page {page.path}"
+        if page.path != page_path(page.first, page.last) or page.first % size or count != size:
+            yield page, None, f"{where} is not a page of {size} shards of the plan"
+            continue
+        if page.last not in plan:
+            yield page, None, f"{where} is not in the plan of {plan.count} shards"
+            continue
+        kind = location.kind(page.path)
+        if kind != "file":
+            yield page, None, f"{page.path}: {article(kind)}, not the page the manifest lists"
+            continue
+        try:
+            with location.fs.open_input_stream(location.full(page.path)) as stream:
+                data = stream.read()
+        except OSError as error:
+            yield page, None, f"{page.path}: cannot be read ({os_error_text(error)})"
+            continue
+        if len(data) != page.bytes or hashlib.sha256(data).hexdigest() != page.sha256:
+            yield page, None, f"{page.path}: not the page the manifest lists (altered)"
+            continue
+        try:
+            content = json.loads(data)
+        except (ValueError, RecursionError):
+            yield page, None, f"{page.path}: not valid JSON"
+            continue
+        if not (
+            isinstance(content, dict)
+            and content.get("config_hash") == config_hash
+            and isinstance(content.get("shards"), list)
+            and len(content["shards"]) == count
+        ):
+            yield page, None, f"{page.path}: not a page of this manifest's {count} shards"
+            continue
+        indices = [
+            entry.get("index") if isinstance(entry, dict) else None for entry in content["shards"]
+        ]
+        if sorted(i for i in indices if is_count(i)) != list(range(page.first, page.last + 1)):
+            yield (
+                page,
+                None,
+                f"{page.path}: does not list shards {page.first}-{page.last} once each",
+            )
+            continue
+        yield page, content["shards"], None
+
+
+def listed_entries(location: Location, manifest: dict, plan: ShardPlan):
+    """Every entry the manifest lists, its own and its pages' (raw JSON), the paths of the
+    pages that could be read, and (None, problem) for each page that could not (its shards
+    are then not listed)."""
+    listed, paths, problems = list(manifest["shards"]), [], []
+    for page, entries, problem in read_pages(location, manifest, plan):
+        if problem:
+            problems.append((None, f"{problem}; its shards {page.first}-{page.last} are not read"))
+        else:
+            listed += entries
+            paths.append(page.path)
+    return listed, paths, problems
 
 
 # A manifest write may take at most one part in this many of the time between writes.
 WRITE_SHARE_LIMIT = 10.0
 
 
+@dataclass
+class Totals:
+    """What the committed shards hold, counted as they are committed or kept."""
+
+    shards: int = 0
+    deals: int = 0
+    rows: int = 0
+    bytes: int = 0
+    row_bytes: int = 0  # of the per-deal files
+
+    def add(self, entry: ShardEntry, sign: int = 1) -> None:
+        self.shards += sign
+        self.deals += sign * entry.deals
+        self.rows += sign * entry.rows
+        self.bytes += sign * sum(record.bytes for record in entry.files)
+        self.row_bytes += sign * sum(record.bytes for record in entry.files_of(DEALS_TABLE))
+
+
 class Manifest:
-    """The committed shards of a sweep, by index; written by the driver, atomically.
+    """The committed shards of a sweep; written by the driver, atomically.
 
     A shard is committed when the manifest that lists it is written; its local files are
     renamed into place from PARTIAL_DIR just before (and back, if that write fails), so that
     a table's directory holds committed files only but for the moment between the two. A
     shard whose files cannot be put in place is not committed: `flush` gives it back.
+
+    The driver holds the entries of pages not yet full (``open``), and of full ones only their
+    page record: its memory and each write stay the size of a page or two, however many
+    shards the sweep has. A page is sealed (its file written, then listed by the manifest in
+    place of its entries) in the flush after its last shard is committed.
     """
 
-    def __init__(self, location: Location, config_hash: str):
+    def __init__(self, location: Location, config_hash: str, page_shards: int | None = None):
         self.location, self.config_hash = location, config_hash
-        self.entries: dict[int, ShardEntry] = {}
+        self.page_shards = page_shards or page_shards_setting()
+        self.open: dict[int, ShardEntry] = {}  # committed, in no page yet
+        self.pages: dict[int, PageRecord] = {}  # sealed, by page number
+        self.open_per_page: dict[int, int] = {}
+        self.tables: set[str] = set()  # the tables and plan of the entries kept at a resume
+        self.plan: ShardPlan | None = None
+        self.totals = Totals()
         self.staged: dict[int, list[tuple[str, str]]] = {}  # (staged, final), not yet in place
         self.dirty = True
         self.last_write = 0.0
         self.write_seconds = 0.0  # how long the last write took
 
+    def __contains__(self, index) -> bool:
+        return index in self.open or index // self.page_shards in self.pages
+
+    def __len__(self) -> int:
+        return self.totals.shards
+
+    def _keep(self, entry: ShardEntry) -> None:
+        self.open[entry.index] = entry
+        page = entry.index // self.page_shards
+        self.open_per_page[page] = self.open_per_page.get(page, 0) + 1
+        self.totals.add(entry)
+        self.dirty = True
+
+    def _drop(self, index: int) -> ShardEntry:
+        entry = self.open.pop(index)
+        self.open_per_page[index // self.page_shards] -= 1
+        self.totals.add(entry, -1)
+        return entry
+
     def load_verified(
-        self, listed: list, plan: ShardPlan, n_cells: int, schemas: dict
+        self, listed: dict, plan: ShardPlan, n_cells: int, schemas: dict
     ) -> list[tuple[int | None, str]]:
-        """Keep the entries of ``listed`` (a manifest's shards) whose files still verify:
-        (index or None, problem) for the rest, and for what was listed wrongly."""
-        entries, problems = checked_entries(listed, plan, n_cells, schemas)
+        """Keep the entries of ``listed`` (a manifest as `read_manifest` gives it) whose files
+        still verify, and its pages whose every shard does: (index or None, problem) for the
+        rest, and for what was listed wrongly. One page is in memory at a time."""
+        self.tables, self.plan = set(schemas), plan
+        entries, problems = checked_entries(listed["shards"], plan, n_cells, schemas)
+        paged = {page.first // self.page_shards for page in listed["pages"]}
         for index, entry in sorted(entries.items()):
             problem = shard_problem(self.location, entry, plan[index], self.config_hash, schemas)
-            if problem:
+            if index // self.page_shards in paged:
+                problems.append((None, f"{MANIFEST_FILE}: shard {index} is listed in a page too"))
+            elif problem:
                 problems.append((index, problem))
             else:
-                self.entries[index] = entry
+                self._keep(entry)
+        for page, raw, problem in read_pages(self.location, listed, plan):
+            if problem:
+                problems.append(
+                    (None, f"{problem}; its shards {page.first}-{page.last} are redone")
+                )
+                continue
+            entries, page_problems = checked_entries(raw, plan, n_cells, schemas)
+            problems += page_problems
+            good = [
+                entry
+                for index, entry in sorted(entries.items())
+                if not self._note(
+                    problems,
+                    index,
+                    shard_problem(self.location, entry, plan[index], self.config_hash, schemas),
+                )
+            ]
+            if len(good) == self.page_shards:
+                self.pages[page.first // self.page_shards] = page
+                for entry in good:
+                    self.totals.add(entry)
+            else:  # its good entries are committed again, in the manifest's own list
+                for entry in good:
+                    self._keep(entry)
         return problems
+
+    @staticmethod
+    def _note(problems: list, index: int, problem: str | None) -> str | None:
+        if problem:
+            problems.append((index, problem))
+        return problem
 
     def commit(self, entry: ShardEntry) -> None:
         if entry.staged:
             self.staged[entry.index] = list(entry.staged)
-        self.entries[entry.index] = replace(entry, staged=())
-        self.dirty = True
+        self._keep(replace(entry, staged=()))
 
     def as_dict(self) -> dict:
         return {
             "config_hash": self.config_hash,
-            "shards": [self.entries[index].to_json() for index in sorted(self.entries)],
+            "page_shards": self.page_shards,
+            "pages": [self.pages[page].to_json() for page in sorted(self.pages)],
+            "shards": [
+                self.open[index].to_json()
+                for index in sorted(self.open)
+                if index // self.page_shards not in self.pages  # sealed in this flush
+            ],
         }
 
-    def committed_paths(self) -> set[str]:
-        return {record.path for entry in self.entries.values() for record in entry.files}
+    def committed_paths(self) -> CommittedPaths:
+        return CommittedPaths(self)
 
     def _move(self, pairs, back: bool = False) -> None:
         for staged, final in reversed(pairs) if back else pairs:
@@ -298,13 +494,30 @@ class Manifest:
                 os.makedirs(os.path.dirname(self.location.full(target)), exist_ok=True)
             os.replace(self.location.full(source), self.location.full(target))
 
-    def flush(self, at_most_every: float = 0.0) -> list[tuple[int, str]]:
-        """Put staged files in place and write the manifest, if it changed and not more often
-        than ``at_most_every`` seconds, nor, when that is not 0, than keeps its writing under
-        a tenth of the time (a manifest of many shards takes long to write, and every write
-        rewrites it whole). Gives (index, why) of the shards whose files could not be put in
-        place, which are not committed; ResultsError if the manifest cannot be written (a full
-        disk), the files then back where they were."""
+    def _seal(self) -> list[int]:
+        """Write a page file for each full page of open entries; gives their page numbers."""
+        size, sealed = self.page_shards, []
+        for page in sorted(p for p, count in self.open_per_page.items() if count == size):
+            first, last = page * size, page * size + size - 1
+            entries = [self.open[index].to_json() for index in range(first, last + 1)]
+            path = page_path(first, last)
+            data = self.location.write_json(
+                path,
+                {"config_hash": self.config_hash, "first": first, "last": last, "shards": entries},
+            )
+            self.pages[page] = PageRecord(
+                path, first, last, len(data), hashlib.sha256(data).hexdigest()
+            )
+            sealed.append(page)
+        return sealed
+
+    def flush(self, at_most_every: float = 0.0) -> list[tuple[ShardEntry, str]]:
+        """Put staged files in place, seal the pages that are full, and write the manifest, if
+        it changed and not more often than ``at_most_every`` seconds, nor, when that is not 0,
+        than keeps its writing under a tenth of the time. Gives (entry, why) of the shards
+        whose files could not be put in place (their entries), which are not committed; ResultsError if the
+        manifest or a page cannot be written (a full disk), the files then back where they
+        were and the pages unsealed."""
         import time
 
         if at_most_every:
@@ -330,21 +543,56 @@ class Manifest:
                     )
                 except OSError:
                     pass
-                del self.entries[index], self.staged[index]
+                del self.staged[index]
                 rejected.append(
-                    (index, f"its files could not be put in place ({os_error_text(error)})")
+                    (
+                        self._drop(index),
+                        f"its files could not be put in place ({os_error_text(error)})",
+                    )
                 )
+        sealed: list[int] = []
         try:
+            sealed = self._seal()
             self.location.write_json(MANIFEST_FILE, self.as_dict())
         except BaseException:
+            for page in sealed:  # still open: the manifest that would list the page is not written
+                del self.pages[page]
             for _, pairs in reversed(moved):  # not committed: not in place either
                 try:
                     self._move(pairs, back=True)
                 except OSError:
                     pass
             raise
+        for page in sealed:
+            size = self.page_shards
+            for index in range(page * size, page * size + size):
+                del self.open[index]
+            del self.open_per_page[page]
         self.staged.clear()
         self.dirty = False
         self.last_write = time.monotonic()
         self.write_seconds = self.last_write - started
         return rejected
+
+
+class CommittedPaths:
+    """The paths of a `Manifest`'s committed files and pages, asked one at a time (a set of
+    them would hold every path of the sweep)."""
+
+    def __init__(self, manifest: Manifest):
+        self.manifest = manifest
+        self.page_paths = {page.path for page in manifest.pages.values()}
+
+    def __contains__(self, path) -> bool:
+        parts = path.split("/")
+        if len(parts) == 2 and parts[0] == PAGES_DIR and PAGE_FILE_NAME.fullmatch(parts[1]):
+            return path in self.page_paths
+        name = SHARD_FILE_NAME.fullmatch(parts[-1])
+        if len(parts) != 3 or parts[0] != SHARDS_DIR or name is None:
+            return False
+        index, manifest = int(name[1]), self.manifest
+        if index in manifest.open:
+            return any(record.path == path for record in manifest.open[index].files)
+        if index // manifest.page_shards not in manifest.pages or parts[1] not in manifest.tables:
+            return False
+        return manifest.plan is not None and path == manifest.plan[index].path(parts[1])

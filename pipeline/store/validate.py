@@ -5,6 +5,7 @@ there (`survey`: what is ours to clean up, and what is not)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from dataclasses import dataclass
 
 from pipeline.store.entries import RunRecord, ShardEntry
@@ -13,6 +14,8 @@ from pipeline.store.layout import (
     DEALS_TABLE,
     LOCK_FILE,
     MANIFEST_FILE,
+    PAGE_FILE_NAME,
+    PAGES_DIR,
     PARTIAL_DIR,
     REPORT_DIR,
     RUN_FILE,
@@ -28,6 +31,7 @@ from pipeline.store.plan import ShardPlan, plan_shards
 from pipeline.store.records import (
     checked_entries,
     entry_shape_problem,
+    listed_entries,
     read_manifest,
     read_run,
     run_record_mismatch,
@@ -41,9 +45,9 @@ class Survey:
     """What `survey` found under a results directory besides the committed files (paths
     relative to it): files of ours to remove, and things of others to name and leave."""
 
-    uncommitted: list[str]  # shard files of our naming that the manifest does not list
+    uncommitted: list[str]  # shard files and pages of our naming that the manifest does not list
     partial: list[str]  # files under PARTIAL_DIR: unfinished or uncommitted attempts
-    stale: list[str]  # temporary files of run.json or the manifest
+    stale: list[str]  # temporary files of run.json, the manifest or its pages
     foreign: list[tuple[str, str]]  # (path, what it is): not ours, left alone
     blocking: list[tuple[str, str]]  # (path, what it is): where a file of ours must go
 
@@ -52,10 +56,10 @@ class Survey:
         return self.uncommitted + self.partial + self.stale
 
 
-TOP_NAMES = (RUN_FILE, MANIFEST_FILE, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
+TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
 
 
-def survey(location: Location, committed: set[str]) -> Survey:
+def survey(location: Location, committed: Container[str]) -> Survey:
     """Everything in the results directory that is not in ``committed``: never following a
     symbolic link, so that nothing outside the results directory, and no committed file under
     another name, is ever counted as ours."""
@@ -67,8 +71,16 @@ def survey(location: Location, committed: set[str]) -> Survey:
     return found
 
 
-def _survey_store(location: Location, committed: set[str], found: Survey) -> None:
+def _survey_store(location: Location, committed: Container[str], found: Survey) -> None:
     """An object store: no links, and nothing but files (keys) to find."""
+    for info in location.files(PAGES_DIR):
+        path = location.relative(info.path)
+        if path in committed:
+            continue
+        if PAGE_FILE_NAME.fullmatch(path.removeprefix(PAGES_DIR + "/")):
+            found.uncommitted.append(path)
+        else:
+            found.foreign.append((path, "a file clocksweep does not write"))
     tables = table_names()
     for info in location.files(SHARDS_DIR):
         path = location.relative(info.path)
@@ -83,7 +95,7 @@ def _survey_store(location: Location, committed: set[str], found: Survey) -> Non
             found.foreign.append((path, "a file clocksweep does not write"))
 
 
-def _survey_local(location: Location, committed: set[str], found: Survey) -> None:
+def _survey_local(location: Location, committed: Container[str], found: Survey) -> None:
 
     def entries(relative: str):
         try:
@@ -102,11 +114,23 @@ def _survey_local(location: Location, committed: set[str], found: Survey) -> Non
             found.foreign.append((entry.name, what(entry.name)))
     # Shard files are kept inside the results directory, where clean-up may reach them: a
     # link (to another disk, say) would leave what lies behind it neither cleaned nor checked.
-    for path in (SHARDS_DIR, PARTIAL_DIR):
+    for path in (SHARDS_DIR, PARTIAL_DIR, PAGES_DIR):
         if location.kind(path) not in ("directory", "missing"):
             found.blocking.append((path, what(path)))
     if found.blocking:
         return
+    for entry in entries(PAGES_DIR):
+        path = f"{PAGES_DIR}/{entry.name}"
+        kind = location.kind(path)
+        if STALE_TEMP_NAME.fullmatch(entry.name) and kind == "file":
+            found.stale.append(path)
+        elif PAGE_FILE_NAME.fullmatch(entry.name) and kind == "file":
+            if path not in committed:
+                found.uncommitted.append(path)
+        elif PAGE_FILE_NAME.fullmatch(entry.name):
+            found.blocking.append((path, what(path)))
+        else:
+            found.foreign.append((path, what(path)))
     for entry in entries(SHARDS_DIR):
         path = f"{SHARDS_DIR}/{entry.name}"
         if path == PARTIAL_DIR:
@@ -197,17 +221,22 @@ def open_results(where: str | Location) -> Results:
             ),
         )
     mode = run.mode
+    shards, pages, page_problems = listed_entries(location, manifest, plan)
     entries, problems = checked_entries(
-        manifest["shards"],
+        shards,
         plan,
         len(run.cells),
         expected_schemas(mode) if mode in ("deals", "summary") else {},
     )
+    problems = page_problems + problems
     listed = frozenset(
-        record["path"]
-        for entry in manifest["shards"]
-        if not entry_shape_problem(entry)
-        for record in entry["files"]
+        [
+            record["path"]
+            for entry in shards
+            if not entry_shape_problem(entry)
+            for record in entry["files"]
+        ]
+        + pages
     )  # raw JSON
     return Results(location, run, plan, entries, problems, unusable, listed_paths=listed)
 

@@ -30,9 +30,9 @@ import pyarrow as pa
 from pipeline import __version__
 from pipeline.records import identity
 from pipeline.store import layout, records, validate
-from pipeline.store.entries import RunRecord
+from pipeline.store.entries import RunRecord, ShardEntry
 from pipeline.store.files import expected_schemas
-from pipeline.store.layout import DEALS_TABLE, MANIFEST_FILE, RUN_FILE
+from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
 from pipeline.store.location import Location, is_disk_full
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
 from pipeline.sweep.cluster import connect, connect_seconds, deadline, error_line
@@ -188,14 +188,10 @@ def run(
         if lock is not None:
             lock.claim()
         manifest = state.manifest
-        todo = shards.count - len(manifest.entries)
-        outcome.skipped = len(manifest.entries)
+        todo = shards.count - len(manifest)
+        outcome.skipped = len(manifest)
         outcome.redone = sorted(
-            {
-                index
-                for index, _ in state.notes
-                if index is not None and index not in manifest.entries
-            }
+            {index for index, _ in state.notes if index is not None and index not in manifest}
         )
         cluster = None
         if todo:
@@ -209,7 +205,7 @@ def run(
             shards.count,
             config.deals,
             outcome.skipped,
-            sum(e.deals for e in manifest.entries.values()),
+            manifest.totals.deals,
         )
         clean_up(location, state, fresh, progress)
         run_record = start_run_record(
@@ -251,11 +247,9 @@ def run(
         raise interrupted
 
     outcome.seconds = time.monotonic() - clock
-    for entry in manifest.entries.values():
-        outcome.deals += entry.deals
-        outcome.rows += entry.rows
-        outcome.bytes += sum(record.bytes for record in entry.files)
-        outcome.row_bytes += sum(record.bytes for record in entry.files_of(DEALS_TABLE))
+    totals = manifest.totals
+    outcome.deals, outcome.rows = totals.deals, totals.rows
+    outcome.bytes, outcome.row_bytes = totals.bytes, totals.row_bytes
     return outcome
 
 
@@ -270,7 +264,10 @@ def read_state(location: Location, config: SweepConfig, fresh: bool, shards: Sha
     try:
         with waiting:
             previous, listed = read_previous(location, config, fresh)
-            manifest = records.Manifest(location, config.hash)
+            resumed = listed is not None and not fresh and listed["config_hash"] == config.hash
+            manifest = records.Manifest(
+                location, config.hash, listed["page_shards"] if resumed else None
+            )
             notes: list[tuple[int | None, str]] = []
             if listed is not None and not fresh:
                 if listed["config_hash"] != config.hash:
@@ -283,7 +280,7 @@ def read_state(location: Location, config: SweepConfig, fresh: bool, shards: Sha
                     )
                 else:
                     notes = manifest.load_verified(
-                        listed["shards"], shards, len(config.cells), expected_schemas(config.record)
+                        listed, shards, len(config.cells), expected_schemas(config.record)
                     )
             found = validate.survey(location, set() if fresh else manifest.committed_paths())
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
@@ -304,11 +301,11 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
     """Say what could not be kept; remove what is ours and not committed (with --fresh, the
     old results too); name what is not ours, and leave it."""
     for index, problem in state.notes:
-        kept = index is not None and index in state.manifest.entries
+        kept = index is not None and index in state.manifest
         progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
     if fresh and location.kind(RUN_FILE) == "file":
         # The results are replaced: their manifest, and the report, which went with them.
-        for name in (MANIFEST_FILE, layout.REPORT_DIR):
+        for name in (MANIFEST_FILE, layout.PAGES_DIR, layout.REPORT_DIR):
             location.delete(name)
     found = state.found
     for path in found.removable:
@@ -346,10 +343,10 @@ def play_and_record(
     finally:
         outcome.play_seconds = time.monotonic() - playing
         try:
-            for index, why in manifest.flush():  # interrupted: what is left to commit
-                progress.say(f"shard {index}: {why}; not committed")
+            for entry, why in manifest.flush():  # interrupted: what is left to commit
+                progress.say(f"shard {entry.index}: {why}; not committed")
                 outcome.played -= 1
-                outcome.played_deals -= shards[index].count
+                outcome.played_deals -= entry.deals
             progress.close()
             run_record.runs[-1].update(
                 finished=now(),
@@ -493,7 +490,7 @@ def play_all(
         "provenance": provenance(config),
     }
     # Made as they are asked for: a plan can hold more shards than memory.
-    upcoming = (shard for shard in shards if shard.index not in manifest.entries)
+    upcoming = (shard for shard in shards if shard.index not in manifest)
     retries: deque[Shard] = deque()
     attempts: dict[int, int] = {}
     pending = {}
@@ -515,10 +512,11 @@ def play_all(
         else:
             outcome.failed.append(shard.index)
 
-    def settle(rejected: list[tuple[int, str]]) -> None:
+    def settle(rejected: list[tuple[ShardEntry, str]]) -> None:
         """Shards the manifest could not commit (their files could not be put in place)."""
-        for index, why in rejected:
-            shard = shards[index]
+        for entry, why in rejected:
+            shard = shards[entry.index]
+            attempts[shard.index] = entry.attempts
             outcome.played -= 1
             outcome.played_deals -= shard.count
             progress.done_shards -= 1
@@ -554,12 +552,12 @@ def play_all(
                     if is_disk_full(cause if isinstance(cause, BaseException) else error):
                         raise layout.ResultsError(
                             f"output: {config.output}: the disk is full (No space left on device) "
-                            f"while shard {shard.index} was written; the {len(manifest.entries)} "
+                            f"while shard {shard.index} was written; the {len(manifest)} "
                             "shard(s) committed are kept: free space and rerun the same command"
                         ) from None
                     failed(shard, error_line(error))
                     continue
-                manifest.commit(replace(entry, attempts=attempts[shard.index]))
+                manifest.commit(replace(entry, attempts=attempts.pop(shard.index)))
                 if not report_removed:
                     # The results now differ from what a report of them said: remove it.
                     location.delete(layout.REPORT_DIR)

@@ -36,6 +36,7 @@ from pipeline.cli import cli
 from pipeline.store import lease as store_lease
 from pipeline.store.layout import ResultsError
 from pipeline.store.location import Location
+from pipeline.store.records import PAGE_ENV
 
 LEASE_SECONDS = 3.0
 BUCKET = "sweeps"
@@ -109,6 +110,18 @@ class Store:
     def manifest(self, prefix: str) -> dict:
         return json.loads(self.read(f"{prefix}/manifest.json"))
 
+    def committed(self, prefix: str) -> int:
+        """The shards the manifest commits, its own and its pages'."""
+        manifest = self.manifest(prefix)
+        pages = manifest.get("pages", [])
+        return len(manifest["shards"]) + sum(p["last"] - p["first"] + 1 for p in pages)
+
+    def entries(self, prefix: str) -> list[dict]:
+        """The manifest's entries, its own and its pages'."""
+        manifest = self.manifest(prefix)
+        pages = [json.loads(self.read(f"{prefix}/{p['path']}")) for p in manifest.get("pages", [])]
+        return manifest["shards"] + [entry for page in pages for entry in page["shards"]]
+
 
 @pytest.fixture(scope="module")
 def s3():
@@ -165,7 +178,7 @@ def rows_of(store: Store, prefix: str) -> pl.DataFrame:
     location = Location(store.uri(prefix))
     paths = [
         location.full(record["path"])
-        for entry in store.manifest(prefix)["shards"]
+        for entry in store.entries(prefix)
         for record in entry["files"]
         if record["table"] == "deals"
     ]
@@ -272,16 +285,24 @@ def test_another_config_is_refused_and_fresh_replaces_it(s3, config_file, tmp_pa
 # --- Two drivers, a SIGKILL, the lease left to expire -------------------------------------
 
 
-def test_second_driver_refused_then_sigkill_and_rerun(s3, config_file, expected, tmp_path):
+def test_second_driver_refused_then_sigkill_and_rerun(
+    s3, config_file, expected, tmp_path, monkeypatch
+):
+    """With pages of two shards, so that a page is written to the store before the kill."""
     prefix, pids = "killed", tmp_path / "pids"
     pids.mkdir()
     uri = s3.uri(prefix)
     ray_tmp = f"/tmp/cs3kill{os.getpid()}"
+    paged = {PAGE_ENV: "2"}
     first = driver(
-        config_file, uri, "ray.num_cpus=1", fault=f"pause=0.8:{pids}", env={"RAY_TMPDIR": ray_tmp}
+        config_file,
+        uri,
+        "ray.num_cpus=1",
+        fault=f"pause=0.8:{pids}",
+        env={"RAY_TMPDIR": ray_tmp, **paged},
     )
     try:
-        committed_while_running(first, lambda: len(s3.manifest(prefix)["shards"]), 2)
+        committed_while_running(first, lambda: s3.committed(prefix), 3)
         assert first.poll() is None, first.communicate()[1]
 
         line = one_error_line(sweep(config_file, uri))
@@ -293,16 +314,19 @@ def test_second_driver_refused_then_sigkill_and_rerun(s3, config_file, expected,
         first.wait(timeout=30)
     finally:
         end_processes(ray_tmp, remove=True)
-    committed = len(s3.manifest(prefix)["shards"])
-    assert 2 <= committed < 6
+    committed = s3.committed(prefix)
+    assert 3 <= committed < 6
     assert f"{prefix}/.lock" in s3.keys(f"{prefix}/")  # the killed driver's lease, left behind
+    assert f"{prefix}/manifest/shards-000000-000001.json" in s3.keys(f"{prefix}/")
 
     # Within the lease's time the prefix is still held; once it has expired, the rerun takes
     # the stale lease over and finishes.
     time.sleep(LEASE_SECONDS + 1)
+    monkeypatch.setenv(PAGE_ENV, "2")
     resumed = sweep(config_file, uri)
     assert resumed.exit_code == 0, resumed.output
     assert f"{committed} already committed" in resumed.stderr
+    assert len(s3.manifest(prefix)["pages"]) == 3
     statuses = [r["status"] for r in json.loads(s3.read(f"{prefix}/run.json"))["runs"]]
     assert statuses == ["died", "complete"]
     assert run("validate", uri).exit_code == 0

@@ -24,6 +24,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+import rows
 from click.testing import CliRunner
 from faults import driver
 from processes import end_processes, processes_mentioning
@@ -101,7 +102,7 @@ def content(out: Path) -> pl.DataFrame:
 
 def manifest_entries(out: Path) -> list[dict]:
     try:
-        return json.loads((out / "manifest.json").read_text())["shards"]
+        return rows.manifest_entries(out)
     except (OSError, ValueError, KeyError, TypeError):
         return []
 

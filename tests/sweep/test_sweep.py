@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 from faults import committed_while_running, driver
 from processes import end_processes, processes_mentioning
-from rows import SORT_KEY, as_strings, kernel_rows, read_rows
+from rows import SORT_KEY, as_strings, kernel_rows, manifest_entries, read_rows
 
 import pipeline
 from pipeline.cli import cli
@@ -390,8 +390,9 @@ def test_one_worker_same_bytes(config_file, tmp_path, expected):
     ]
 
 
-def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
-    """SIGKILL of the driver mid-sweep, then a rerun: exactly the rows of an uninterrupted run."""
+def test_driver_sigkill_then_resume(config_file, tmp_path, expected, monkeypatch):
+    """SIGKILL of the driver mid-sweep, then a rerun: exactly the rows of an uninterrupted run.
+    The manifest's pages hold three shards, so that one is sealed before the kill."""
     out, pids = tmp_path / "res", tmp_path / "pids"
     pids.mkdir()
     ray_tmp = f"/tmp/cskill{os.getpid()}"
@@ -402,18 +403,21 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected):
             "ray.num_cpus=1",
             "shard_size=2000",
             fault=f"pause=0.7:{pids}",
-            env={"RAY_TMPDIR": ray_tmp},
+            env={"RAY_TMPDIR": ray_tmp, records.PAGE_ENV: "3"},
         )
-        committed_while_running(proc, lambda: len(manifest(out)["shards"]), 2)
+        committed_while_running(proc, lambda: len(manifest_entries(out)), 4)
         assert proc.poll() is None, proc.communicate()[1]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         end_processes(ray_tmp, remove=True)
-    committed = len(manifest(out)["shards"])
-    assert 2 <= committed < 10
+    committed = len(manifest_entries(out))
+    assert 4 <= committed < 10
+    assert manifest(out)["pages"][0]["path"] == "manifest/shards-000000-000002.json"
 
+    monkeypatch.setenv(records.PAGE_ENV, "3")
     resumed = run_ok(config_file, out, "shard_size=2000")
+    assert [(p["first"], p["last"]) for p in manifest(out)["pages"]] == [(0, 2), (3, 5), (6, 8)]
     statuses = [run["status"] for run in json.loads((out / "run.json").read_text())["runs"]]
     assert statuses == ["died", "complete"]  # the killed run is named as such, not "running"
     assert f"{committed} already committed" in resumed.stderr
