@@ -32,10 +32,11 @@ def result_schema_version(record: str) -> str:
 
 
 def sweep_identity(
-    *, seed: int, first: int, deals_count: int, shard_size: int, record: str, cells
+    *, seed: int, first: int, deals_count: int, shard_size: int, record: str, cells, stop=None
 ) -> dict:
-    """What decides the results, and nothing else (not where they go, nor who plays them)."""
-    return {
+    """What decides the results, and nothing else (not where they go, nor who plays them).
+    A stop rule (its JSON) decides how many deals are kept; a sweep without one has none."""
+    return ({"stop": stop} if stop is not None else {}) | {
         "seed": seed,
         "first": first,
         "deals": deals_count,

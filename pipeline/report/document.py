@@ -19,7 +19,7 @@ from pipeline import __version__
 from pipeline.engine import rules
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
-from pipeline.report import plots
+from pipeline.report import plots, stats
 from pipeline.report.figures import Z_FLAG, Figures, make_replay
 from pipeline.report.reading import Loaded, ReportError, load
 from pipeline.report.render import document_blocks, to_html, to_markdown
@@ -35,6 +35,7 @@ DEFAULT_REPLAY = 100_000
 DOCUMENT_KEYS = (
     "report_version",
     "provenance",
+    "stopping",
     "cells",
     "comparisons",
     "best_strategies",
@@ -167,6 +168,7 @@ def build(
         comparisons=figures.comparisons(),
         best_strategies=figures.best_strategies(),
         claims=[claim.record() for claim in claims],
+        stopping=stopping(loaded, figures),
         notes=notes(loaded, figures),
     )
     document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
@@ -189,6 +191,36 @@ def build(
         ) from None
     lap("write")
     return Report(loaded, figures, claims, document, directory, timings)
+
+
+def stopping(loaded: Loaded, figures: Figures) -> dict | None:
+    """How a run with a stop rule stopped (run.json's record of it), each interval the rule
+    read beside the fixed-n one of the same confidence on the same deals; None without one."""
+    stop = loaded.run.stop
+    if not isinstance(stop, dict) or not isinstance(stop.get("targets"), list):
+        return None
+    confidence = stop["rule"]["confidence"]
+    by_label = {cell.label: cell for cell in figures.cells}
+    targets = []
+    for target in stop["targets"]:
+        cells = [by_label.get(label) for label in target["cells"]]
+        fixed = None
+        if None not in cells and target["kind"] == "cell":
+            figure = figures.cells[cells[0]]
+            fixed = stats.wilson(figure.wins, figure.n, confidence)
+        elif None not in cells:
+            paired = figures.paired(cells[0], cells[1], confidence)
+            fixed = None if paired is None else (paired.low, paired.high)
+        targets.append({**target, "fixed_n_interval": None if fixed is None else list(fixed)})
+    return {
+        "rule": stop.get("rule_text"),
+        "confidence": confidence,
+        "met": stop["met"],
+        "stopped_at_shard": stop["stopped_at_shard"],
+        "deals": stop["deals"],
+        "deals_still_needed": stop.get("deals_still_needed"),
+        "targets": targets,
+    }
 
 
 def notes(loaded: Loaded, figures: Figures) -> list[str]:

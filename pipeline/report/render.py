@@ -53,6 +53,7 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
             f"{prov['shards_planned']} planned shards read.",
         )
     )
+    blocks += _stopping_blocks(doc, image)
     blocks += _claims_blocks(doc, image)
     blocks += _best_strategies_blocks(doc, image)
     blocks += _win_rates_blocks(doc, image)
@@ -62,6 +63,54 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     blocks += _provenance_blocks(doc, image)
     blocks += _notes_blocks(doc, image)
     return blocks
+
+
+def _stopping_blocks(doc: dict, image: dict) -> list[tuple]:
+    stop = doc.get("stopping")
+    if not stop:
+        return []
+    level = f"{stop['confidence']:.0%}"
+    if stop["stopped_at_shard"] is not None:
+        how = (
+            f"The run stopped after shard {stop['stopped_at_shard']}, at {stop['deals']:,} deals, "
+            f"once its rule held: {stop['rule']}."
+        )
+    else:
+        how = (
+            f"The rule ({stop['rule']}) was not met in {stop['deals']:,} deals, the most the "
+            f"config allows; about {stop['deals_still_needed'] or 0:,} more deals would meet it."
+        )
+    rows = []
+    for t in stop["targets"]:
+        kind = "pct" if t["kind"] == "cell" else "pts"
+        low, high = t["interval"]
+        fixed = t["fixed_n_interval"]
+        rows.append(
+            [
+                " - ".join(t["cells"]),
+                fmt(t["estimate"], kind),
+                f"{fmt(low, kind)} to {fmt(high, kind)}",
+                fmt(t["half_width"], "pts").lstrip("+"),
+                f"{fmt(fixed[0], kind)} to {fmt(fixed[1], kind)}" if fixed else "",
+                "met" if t["met"] else "NOT MET",
+            ]
+        )
+    return [
+        ("h2", "How the run stopped"),
+        ("p", how),
+        (
+            "p",
+            f"Each target's anytime-valid interval ({level} confidence sequence, valid at every "
+            f"look the run made) beside the fixed-n {level} interval on the same deals (valid "
+            "only had the number of deals been fixed in advance). Rates in percent, "
+            "differences and half-widths in points.",
+        ),
+        (
+            "table",
+            ["target", "estimate", f"anytime-valid {level}", "half-width", f"fixed-n {level}", ""],
+            rows,
+        ),
+    ]
 
 
 def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
@@ -407,6 +456,12 @@ def terminal_summary(report: Report) -> str:
         for record in best:
             if record["order"] == primary_order:
                 lines.append("  " + record["line"])
+    stop = doc.get("stopping")
+    if stop:
+        lines.append(
+            f"stop rule: {'met' if stop['met'] else 'NOT met'} at {stop['deals']:,} deals "
+            f"({stop['rule']})"
+        )
     lines.append("claims:")
     width = max(len(c["id"]) for c in doc["claims"])
     for claim in doc["claims"]:

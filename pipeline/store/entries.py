@@ -15,6 +15,20 @@ def is_count(value, least: int = 0) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
+def is_tally(tally: dict, deals: int) -> bool:
+    wins, pairs = tally.get("wins"), tally.get("pairs")
+    return (
+        set(tally) == {"wins", "pairs"}
+        and isinstance(wins, list)
+        and all(is_count(w) and w <= deals for w in wins)
+        and isinstance(pairs, list)
+        and all(
+            isinstance(p, list) and len(p) == 2 and all(is_count(c) for c in p) and sum(p) <= deals
+            for p in pairs
+        )
+    )
+
+
 @dataclass(frozen=True)
 class FileRecord:
     """One committed file of a shard, as the manifest lists it."""
@@ -64,10 +78,12 @@ class ShardEntry:
     node: str | None = None
     node_id: str | None = None
     attempts: int | None = None
+    # For a stop rule: each cell's wins, and (a_only, b_only) of each paired comparison.
+    tally: dict | None = None
     staged: tuple[tuple[str, str], ...] = ()
 
     COUNTS = ("index", "first", "last", "deals", "cells", "rows")
-    OPTIONAL = ("seconds", "kernel_seconds", "node", "node_id", "attempts")
+    OPTIONAL = ("seconds", "kernel_seconds", "node", "node_id", "attempts", "tally")
 
     def to_json(self) -> dict:
         out = {key: getattr(self, key) for key in self.COUNTS}
@@ -98,11 +114,15 @@ class ShardEntry:
             ("node", (str,)),
             ("node_id", (str,)),
             ("attempts", (int,)),
+            ("tally", (dict,)),
         ):
             if value.get(key) is not None and (
                 isinstance(value[key], bool) or not isinstance(value[key], kinds)
             ):
                 raise RecordError(f"its {key} is {value[key]!r}")
+        tally = value.get("tally")
+        if tally is not None and not is_tally(tally, value["deals"]):
+            raise RecordError("its tally is not each cell's wins and each pair's (a_only, b_only)")
         return cls(
             **{key: value[key] for key in cls.COUNTS},
             files=tuple(FileRecord.from_json(record) for record in files),
@@ -161,6 +181,7 @@ class RunRecord:
     result_schema: str | None = None
     record: str | None = None
     shards: dict | None = None
+    stop: dict | None = None  # how a run with a stop rule stopped: see sweep.stopping
 
     ORDER = (
         "clocksweep",
@@ -172,6 +193,7 @@ class RunRecord:
         "record",
         "cells",
         "shards",
+        "stop",
         "runs",
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, replace
 
@@ -172,6 +173,7 @@ def run_record_mismatch(run: RunRecord) -> str | None:
             shard_size=config["shard_size"],
             record=config["record"],
             cells=cells,
+            stop=config.get("stop"),
         )
     except (KeyError, TypeError, rules.RuleError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
@@ -274,7 +276,8 @@ def read_manifest(location: Location) -> dict | None:
             raise RecordError(f"its page_shards is {manifest['page_shards']!r}, not a count")
         if not isinstance(pages, list):
             raise RecordError(f"its pages are {pages!r:.40}, not a list")
-        manifest["pages"] = [PageRecord.from_json(page) for page in pages]
+        pages = [PageRecord.from_json(page) for page in pages]
+        manifest["pages"] = sorted(pages, key=lambda page: page.first)
     except RecordError as error:
         raise ResultsError(
             f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest: {error}"
@@ -393,6 +396,13 @@ class Manifest:
         self.open_per_page: dict[int, int] = {}
         self.tables: set[str] = set()  # the tables and plan of the entries kept at a resume
         self.plan: ShardPlan | None = None
+        self.schemas: dict = {}
+        # The contiguous prefix of committed shards (0 .. prefix - 1), told shard by shard in
+        # order to ``on_prefix(entry)``, which answers whether the run stops at that shard.
+        self.prefix = 0
+        self.on_prefix = None
+        self.stop_at: int | None = None
+        self.tally_shape: tuple[int, int] | None = None  # (cells, pairs) a stop rule reads
         self.totals = Totals()
         self.staged: dict[int, list[tuple[str, str]]] = {}  # (staged, final), not yet in place
         self.dirty = True
@@ -411,6 +421,7 @@ class Manifest:
         self.open_per_page[page] = self.open_per_page.get(page, 0) + 1
         self.totals.add(entry)
         self.dirty = True
+        self._advance()
 
     def _drop(self, index: int) -> ShardEntry:
         entry = self.open.pop(index)
@@ -423,19 +434,26 @@ class Manifest:
     ) -> list[tuple[int | None, str]]:
         """Keep the entries of ``listed`` (a manifest as `read_manifest` gives it) whose files
         still verify, and its pages whose every shard does: (index or None, problem) for the
-        rest, and for what was listed wrongly. One page is in memory at a time."""
-        self.tables, self.plan = set(schemas), plan
+        rest, and for what was listed wrongly. Entries are taken in shard order (so that
+        `on_prefix` sees the prefix in order), one page in memory at a time; a page after a
+        shard that is not kept is opened again, to be sealed once the prefix reaches it."""
+        self.tables, self.plan, self.schemas = set(schemas), plan, schemas
         entries, problems = checked_entries(listed["shards"], plan, n_cells, schemas)
         paged = {page.first // self.page_shards for page in listed["pages"]}
+        inline = []
         for index, entry in sorted(entries.items()):
-            problem = shard_problem(self.location, entry, plan[index], self.config_hash, schemas)
             if index // self.page_shards in paged:
                 problems.append((None, f"{MANIFEST_FILE}: shard {index} is listed in a page too"))
-            elif problem:
-                problems.append((index, problem))
-            else:
-                self._keep(entry)
+            elif not self._note(problems, index, self._problem(entry)):
+                inline.append(entry)
+        inline.reverse()  # taken from the end, lowest index first
+
+        def keep_inline(below: float) -> None:
+            while inline and inline[-1].index < below:
+                self._keep(inline.pop())
+
         for page, raw, problem in read_pages(self.location, listed, plan):
+            keep_inline(page.first)
             if problem:
                 problems.append(
                     (None, f"{problem}; its shards {page.first}-{page.last} are redone")
@@ -443,23 +461,51 @@ class Manifest:
                 continue
             entries, page_problems = checked_entries(raw, plan, n_cells, schemas)
             problems += page_problems
-            good = [
-                entry
+            good = {
+                index: entry
                 for index, entry in sorted(entries.items())
-                if not self._note(
-                    problems,
-                    index,
-                    shard_problem(self.location, entry, plan[index], self.config_hash, schemas),
-                )
-            ]
-            if len(good) == self.page_shards:
+                if not self._note(problems, index, self._problem(entry))
+            }
+            if len(good) == self.page_shards and self.prefix == page.first:
                 self.pages[page.first // self.page_shards] = page
-                for entry in good:
+                for entry in good.values():
                     self.totals.add(entry)
-            else:  # its good entries are committed again, in the manifest's own list
-                for entry in good:
+                self._advance(good)
+            else:  # committed again, in the manifest's own list, until it is sealed again
+                for entry in good.values():
                     self._keep(entry)
+        keep_inline(math.inf)
         return problems
+
+    def _problem(self, entry: ShardEntry) -> str | None:
+        plan = self.plan[entry.index]
+        if self.tally_shape is not None and (
+            entry.tally is None
+            or (len(entry.tally["wins"]), len(entry.tally["pairs"])) != self.tally_shape
+        ):
+            return f"{plan.stem}: no tally of the stop rule's cells and comparisons"
+        return shard_problem(self.location, entry, plan, self.config_hash, self.schemas)
+
+    def _advance(self, sealed: dict[int, ShardEntry] | None = None) -> None:
+        """Extend the contiguous prefix of committed shards over what is now committed
+        (``sealed``: the entries of a page being loaded), telling `on_prefix` of each shard
+        in order; stop extending it where `on_prefix` says to stop."""
+        while self.stop_at is None:
+            entry = self.open.get(self.prefix) or (sealed or {}).get(self.prefix)
+            if entry is None:
+                return
+            self.prefix += 1
+            if self.on_prefix is not None and self.on_prefix(entry):
+                self.stop_at = entry.index
+
+    def discard_beyond_stop(self) -> list[ShardEntry]:
+        """The committed shards past the stopping point, taken out of the manifest (written at
+        the next flush; their files are the caller's to remove after it)."""
+        beyond = sorted(index for index in self.open if index > self.stop_at)
+        for index in beyond:
+            self.staged.pop(index, None)
+        self.dirty = self.dirty or bool(beyond)
+        return [self._drop(index) for index in beyond]
 
     @staticmethod
     def _note(problems: list, index: int, problem: str | None) -> str | None:
@@ -497,7 +543,9 @@ class Manifest:
     def _seal(self) -> list[int]:
         """Write a page file for each full page of open entries; gives their page numbers."""
         size, sealed = self.page_shards, []
-        for page in sorted(p for p, count in self.open_per_page.items() if count == size):
+        full = (p for p, count in self.open_per_page.items() if count == size)
+        # Only pages inside the prefix: a page's shards are told to `on_prefix` from `open`.
+        for page in sorted(p for p in full if (p + 1) * size <= self.prefix):
             first, last = page * size, page * size + size - 1
             entries = [self.open[index].to_json() for index in range(first, last + 1)]
             path = page_path(first, last)

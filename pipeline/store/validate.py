@@ -59,12 +59,18 @@ class Survey:
 TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
 
 
-def survey(location: Location, committed: Container[str]) -> Survey:
+def survey(location: Location, committed: Container[str], partial_only: bool = False) -> Survey:
     """Everything in the results directory that is not in ``committed``: never following a
     symbolic link, so that nothing outside the results directory, and no committed file under
-    another name, is ever counted as ours."""
+    another name, is ever counted as ours. ``partial_only``: what lies under PARTIAL_DIR
+    alone (what a run's end removes, without listing every committed file)."""
     found = Survey([], [], [], [], [])
-    if location.is_local:
+    if partial_only and location.is_local:
+        if location.kind(PARTIAL_DIR) == "directory":
+            _survey_partial(location, found)
+    elif partial_only:
+        found.partial += [location.relative(i.path) for i in location.files(PARTIAL_DIR)]
+    elif location.is_local:
         _survey_local(location, committed, found)
     else:
         _survey_store(location, committed, found)
@@ -95,14 +101,34 @@ def _survey_store(location: Location, committed: Container[str], found: Survey) 
             found.foreign.append((path, "a file clocksweep does not write"))
 
 
+def _listing(location: Location, relative: str) -> list:
+    try:
+        with os.scandir(location.full(relative)) as listing:
+            return sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return []
+
+
+def _survey_partial(location: Location, found: Survey) -> None:
+    """PARTIAL_DIR, locally: every file under it is an attempt's; anything else is not ours."""
+    pending = [PARTIAL_DIR]
+    while pending:
+        folder = pending.pop()
+        for inner in _listing(location, folder):
+            inner_path = f"{folder}/{inner.name}"
+            kind = location.kind(inner_path)
+            if kind == "file":
+                found.partial.append(inner_path)
+            elif kind == "directory":
+                pending.append(inner_path)
+            else:
+                found.foreign.append((inner_path, article(kind)))
+
+
 def _survey_local(location: Location, committed: Container[str], found: Survey) -> None:
 
     def entries(relative: str):
-        try:
-            with os.scandir(location.full(relative)) as listing:
-                return sorted(listing, key=lambda entry: entry.name)
-        except OSError:
-            return []
+        return _listing(location, relative)
 
     def what(relative: str) -> str:
         return article(location.kind(relative))
@@ -134,18 +160,7 @@ def _survey_local(location: Location, committed: Container[str], found: Survey) 
     for entry in entries(SHARDS_DIR):
         path = f"{SHARDS_DIR}/{entry.name}"
         if path == PARTIAL_DIR:
-            pending = [PARTIAL_DIR]
-            while pending:  # every file under it is an attempt's; anything else is not ours
-                folder = pending.pop()
-                for inner in entries(folder):
-                    inner_path = f"{folder}/{inner.name}"
-                    kind = location.kind(inner_path)
-                    if kind == "file":
-                        found.partial.append(inner_path)
-                    elif kind == "directory":
-                        pending.append(inner_path)
-                    else:
-                        found.foreign.append((inner_path, what(inner_path)))
+            _survey_partial(location, found)
         elif entry.name not in table_names():
             found.foreign.append((path, what(path)))
         elif location.kind(path) != "directory":
@@ -181,6 +196,16 @@ class Results:
     listed_paths: frozenset[str] = frozenset()  # every file path the manifest lists
 
 
+def stopped_deals(run: RunRecord) -> int:
+    """The deals a run's results hold: its config's, or as many as its stop rule kept (the
+    shards up to the one it stopped at)."""
+    config = run.config
+    at = (run.stop or {}).get("stopped_at_shard")
+    if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+        return config["deals"]
+    return min(config["deals"], (at + 1) * config["shard_size"])
+
+
 def open_results(where: str | Location) -> Results:
     """A results directory's run record and manifest, checked; ResultsError if it is not a
     results directory whose record can be read (an unreadable manifest is a problem of it)."""
@@ -197,7 +222,7 @@ def open_results(where: str | Location) -> Results:
             )
         raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
     config = run.config
-    plan = plan_shards(config["first"], config["deals"], config["shard_size"])
+    plan = plan_shards(config["first"], stopped_deals(run), config["shard_size"])
     unusable = version_problem(run) or run_record_mismatch(run)
     try:
         manifest = read_manifest(location)

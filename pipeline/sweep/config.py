@@ -22,10 +22,16 @@ A config names a sweep and says which deals to play under which rules:
     num_cpus = 2                  # CPUs of the local instance (default: all)
     max_retries = 3               # further attempts of a failed shard
 
+    [stop]                        # optional: stop once the answer is known (`stopping`);
+    win_rate = 0.001              # every cell's win rate to +-0.1 points, and/or
+    comparisons = "decided"       # every paired strategy comparison settled (or a half-width)
+    min_deals = 1_000_000         # never before this many deals; `deals` is the most played
+    confidence = 0.95             # of the rule's confidence sequences
+
 Every mistake is a `ConfigError` whose message is one line naming the key and what it
 allows. `--set KEY=VALUE` overrides take the same path through the same checks. The config
-hash covers what decides the results (seed, deals, shards, record mode, cells, deal-scheme
-and result-schema versions), not where they go or which cluster plays them, so a sweep can
+hash covers what decides the results (seed, deals, shards, record mode, cells, the stop rule,
+deal-scheme and result-schema versions), not where they go or which cluster plays them, so a sweep can
 be resumed from another machine but never mixed with another sweep.
 """
 
@@ -39,6 +45,8 @@ from dataclasses import dataclass, field
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.records import identity
+from pipeline.sweep import stopping
+from pipeline.sweep.stopping import StopRule
 
 U64_LIMIT = 1 << 64
 RECORD_MODES = ("deals", "summary")
@@ -59,7 +67,8 @@ class ConfigError(ValueError):
 
 # --- The schema: key -> (kind, what it allows, default) -----------------------------------
 
-INT, STR, NAMES = "int", "str", "names"
+INT, STR, NAMES, FLOAT, TARGET = "int", "str", "names", "float", "target"
+HALF_WIDTH = "a half-width, a fraction in (0, 0.5) such as 0.001 (0.1 points)"
 
 TOP_KEYS = {
     "name": (STR, "a name of letters, digits, '.', '_', '-'"),
@@ -78,6 +87,16 @@ TABLE_KEYS = {
         "address": (STR, "a Ray cluster address such as 127.0.0.1:6379, or 'auto'"),
         "num_cpus": (INT, "CPUs for the local Ray instance, at least 1"),
         "max_retries": (INT, "further attempts of a failed shard, 0 or more"),
+    },
+    "stop": {
+        "win_rate": (FLOAT, f"every cell's win rate to within {HALF_WIDTH}"),
+        "comparisons": (
+            TARGET,
+            f"'{stopping.DECIDED}' (every paired strategy comparison's interval excludes 0) "
+            f"or {HALF_WIDTH}",
+        ),
+        "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
+        "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
     },
 }
 REQUIRED = ("name", "seed", "deals")
@@ -122,6 +141,7 @@ class SweepConfig:
     cells: tuple[Cell, ...]
     ray: dict = field(default_factory=dict)
     source: str = ""
+    stop: StopRule | None = None
 
     @property
     def max_retries(self) -> int:
@@ -143,6 +163,7 @@ class SweepConfig:
             "output": self.output,
             "grid": {axis: list(values) for axis, values in self.grid.items()},
             "ray": dict(self.ray),
+            **({"stop": self.stop.to_json()} if self.stop else {}),
         }
 
     def identity(self) -> dict:
@@ -154,6 +175,7 @@ class SweepConfig:
             shard_size=self.shard_size,
             record=self.record,
             cells=self.cells,
+            stop=self.stop.to_json() if self.stop else None,
         )
 
     @property
@@ -194,6 +216,11 @@ def apply_override(raw: dict, override: str) -> None:
     text = text.strip()
     if kind == INT:
         value = parse_int(key, text, allowed)
+    elif kind in (FLOAT, TARGET) and not (kind == TARGET and text == stopping.DECIDED):
+        try:
+            value = float(text.replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"{key}: {text!r} is not a number; expected {allowed}") from None
     elif kind == NAMES:
         value = [item.strip() for item in text.split(",")]
         if not text or any(not item for item in value):
@@ -267,6 +294,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         ray["address"] = checked_str(ray_raw, "address", key_name="ray.address")
         if not ray["address"]:
             raise ConfigError(f"ray.address: empty; expected {TABLE_KEYS['ray']['address'][1]}")
+    stop = checked_stop(raw.get("stop"), deals, cells)
     if "num_cpus" in ray_raw:
         ray["num_cpus"] = checked_int(ray_raw, "num_cpus", 1, 1 << 16, key_name="ray.num_cpus")
     ray["max_retries"] = checked_int(
@@ -284,7 +312,58 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         cells=cells,
         ray=ray,
         source=source,
+        stop=stop,
     )
+
+
+def checked_float(raw, key, low, high, key_name) -> float:
+    """``raw[key]``, a number strictly between ``low`` and ``high`` (a TOML float or integer)."""
+    allowed = kind_of(key_name)[1]
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
+    if not low < value < high:  # also refuses nan
+        raise ConfigError(f"{key_name}: {value} is out of range; expected {allowed}")
+    return float(value)
+
+
+def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
+    """The ``[stop]`` table: at least one target, each one the cells can answer."""
+    if stop_raw is None:
+        return None
+    win_rate = comparisons = None
+    if "win_rate" in stop_raw:
+        win_rate = checked_float(stop_raw, "win_rate", 0, 0.5, "stop.win_rate")
+    if "comparisons" in stop_raw:
+        if stop_raw["comparisons"] == stopping.DECIDED:
+            comparisons = stopping.DECIDED
+        elif isinstance(stop_raw["comparisons"], str):
+            raise ConfigError(
+                f"stop.comparisons: {stop_raw['comparisons']!r} is not known; "
+                f"expected {kind_of('stop.comparisons')[1]}"
+            )
+        else:
+            comparisons = checked_float(stop_raw, "comparisons", 0, 0.5, "stop.comparisons")
+        if not stopping.strategy_pairs(cells):
+            raise ConfigError(
+                "stop.comparisons: the grid has no two cells that differ in their strategy "
+                "only, so no comparison to decide; give grid.strategy two or more strategies "
+                "(with a variant that has a rescue)"
+            )
+    if win_rate is None and comparisons is None:
+        raise ConfigError("stop: no target; set stop.win_rate or stop.comparisons (or both)")
+    min_deals = checked_int(
+        stop_raw, "min_deals", 1, U64_LIMIT, default=0, key_name="stop.min_deals"
+    )
+    if min_deals > deals:
+        raise ConfigError(
+            f"stop.min_deals: {min_deals:,} is above deals ({deals:,}), the most the run may "
+            "play; expected at most deals"
+        )
+    confidence = stopping.DEFAULT_CONFIDENCE
+    if "confidence" in stop_raw:
+        confidence = checked_float(stop_raw, "confidence", 0, 1, "stop.confidence")
+    return StopRule(win_rate, comparisons, min_deals, confidence)
 
 
 def checked_int(raw, key, low, high, default=None, key_name=None) -> int:

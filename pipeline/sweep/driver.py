@@ -38,9 +38,11 @@ from pipeline.store.plan import Shard, ShardPlan, plan_shards
 from pipeline.sweep.cluster import connect, connect_seconds, deadline, error_line
 from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
+from pipeline.sweep.stopping import Stopping, strategy_pairs
 from pipeline.sweep.task import ShardJob, play_shard
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
+CANCEL_WAIT = 5.0  # seconds the end of a run waits for the tasks it cancelled to end
 
 
 # --- The plan -----------------------------------------------------------------------------
@@ -91,6 +93,9 @@ class Outcome:
     row_bytes: int = 0  # of the per-deal files alone: what bytes per row counts
     seconds: float = 0.0
     play_seconds: float = 0.0
+    stop: dict | None = None  # how a run with a stop rule stopped (`Stopping.record`)
+    beyond_stop: int = 0  # shards played past the stopping point, and removed
+    committed: int = 0
 
 
 def now() -> str:
@@ -184,11 +189,12 @@ def run(
     started_ray, refused = False, True
     signals, seen = ExitStack(), SignalsSeen()
     try:
-        state = read_state(location, config, fresh, shards)
+        stopping = Stopping(config.stop, config.cells, config.deals) if config.stop else None
+        state = read_state(location, config, fresh, shards, stopping)
         if lock is not None:
             lock.claim()
         manifest = state.manifest
-        todo = shards.count - len(manifest)
+        todo = 0 if manifest.stop_at is not None else shards.count - len(manifest)
         outcome.skipped = len(manifest)
         outcome.redone = sorted(
             {index for index, _ in state.notes if index is not None and index not in manifest}
@@ -212,6 +218,10 @@ def run(
             config, state.previous if not fresh else None, cluster, todo, outcome.skipped
         )
         location.write_json(RUN_FILE, run_record.to_json())
+        if stopping is not None:
+            progress.target = stopping.status
+        if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
+            drop_beyond_stop(location, manifest, progress, outcome)
         manifest.flush()
         if todo:
             progress.say(
@@ -219,8 +229,11 @@ def run(
                 f"({outcome.skipped} already committed) on "
                 f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)"
             )
-            play_and_record(config, location, shards, manifest, progress, outcome, task, run_record)
+            play_and_record(
+                config, location, shards, manifest, progress, outcome, task, run_record, stopping
+            )
         else:
+            run_record.stop = stopping.record(manifest.stop_at) if stopping else None
             run_record.runs[-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record.to_json())
     except KeyboardInterrupt:  # ours, or Ctrl-C before Ray was up (Python's own)
@@ -248,14 +261,24 @@ def run(
 
     outcome.seconds = time.monotonic() - clock
     totals = manifest.totals
+    outcome.committed = len(manifest)
+    if stopping is not None:
+        outcome.stop = stopping.record(manifest.stop_at)
     outcome.deals, outcome.rows = totals.deals, totals.rows
     outcome.bytes, outcome.row_bytes = totals.bytes, totals.row_bytes
     return outcome
 
 
-def read_state(location: Location, config: SweepConfig, fresh: bool, shards: ShardPlan) -> State:
+def read_state(
+    location: Location,
+    config: SweepConfig,
+    fresh: bool,
+    shards: ShardPlan,
+    stopping: Stopping | None = None,
+) -> State:
     """Read the results directory (the lock held): refuse one that is not ours, or not this
-    config's unless ``fresh``; keep the committed shards that still verify."""
+    config's unless ``fresh``; keep the committed shards that still verify, telling
+    ``stopping`` of the prefix they make, in order."""
     waiting = (
         nullcontext()
         if location.is_local
@@ -268,6 +291,11 @@ def read_state(location: Location, config: SweepConfig, fresh: bool, shards: Sha
             manifest = records.Manifest(
                 location, config.hash, listed["page_shards"] if resumed else None
             )
+            if stopping is not None:
+                manifest.on_prefix = lambda entry: stopping.add(
+                    entry.deals, entry.tally["wins"], entry.tally["pairs"]
+                )
+                manifest.tally_shape = (len(config.cells), len(stopping.pairs))
             notes: list[tuple[int | None, str]] = []
             if listed is not None and not fresh:
                 if listed["config_hash"] != config.hash:
@@ -328,6 +356,7 @@ def play_and_record(
     outcome: Outcome,
     task,
     run_record: RunRecord,
+    stopping: Stopping | None = None,
 ) -> None:
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
@@ -343,11 +372,14 @@ def play_and_record(
     finally:
         outcome.play_seconds = time.monotonic() - playing
         try:
+            if manifest.stop_at is not None:
+                drop_beyond_stop(location, manifest, progress, outcome)
             for entry, why in manifest.flush():  # interrupted: what is left to commit
                 progress.say(f"shard {entry.index}: {why}; not committed")
                 outcome.played -= 1
                 outcome.played_deals -= entry.deals
             progress.close()
+            run_record.stop = stopping.record(manifest.stop_at) if stopping else None
             run_record.runs[-1].update(
                 finished=now(),
                 status=status,
@@ -359,11 +391,30 @@ def play_and_record(
             remove_partial_files(location)
 
 
+def drop_beyond_stop(
+    location: Location, manifest: records.Manifest, progress: Progress, outcome: Outcome
+) -> None:
+    """Shards committed past the stopping point (in flight when it was found, and done first)
+    are not part of the results: out of the manifest first, then their files."""
+    dropped = manifest.discard_beyond_stop()
+    if not dropped:
+        return
+    manifest.flush()
+    for entry in dropped:
+        for record in entry.files:
+            location.delete(record.path)  # nothing there if it was never put in place
+    outcome.beyond_stop += len(dropped)
+    progress.say(
+        f"{len(dropped)} shard(s) played past the stopping point (shard {manifest.stop_at}) "
+        "were removed: the results are the shards up to it"
+    )
+
+
 def remove_partial_files(location: Location) -> None:
     """Files of attempts that did not end in a commit (a worker that died, a task cancelled
     when the run stopped, a manifest that could not be written): readers never see them, but
     validate names them."""
-    for path in validate.survey(location, set()).partial:
+    for path in validate.survey(location, set(), partial_only=True).partial:
         try:
             location.delete(path)
         except OSError:
@@ -488,6 +539,7 @@ def play_all(
         "cells": tuple(config.cells),
         "record": config.record,
         "provenance": provenance(config),
+        "stop_pairs": tuple(strategy_pairs(config.cells)) if config.stop else None,
     }
     # Made as they are asked for: a plan can hold more shards than memory.
     upcoming = (shard for shard in shards if shard.index not in manifest)
@@ -525,7 +577,7 @@ def play_all(
 
     try:
         while True:
-            while len(pending) < in_flight:
+            while len(pending) < in_flight and manifest.stop_at is None:
                 shard = retries.popleft() if retries else next(upcoming, None)
                 if shard is None:
                     break
@@ -567,6 +619,8 @@ def play_all(
                 progress.done_shards += 1
                 progress.done_deals += shard.count
             settle(manifest.flush(at_most_every=MANIFEST_INTERVAL))
+            if manifest.stop_at is not None:
+                break  # the rule holds on the prefix: what is still running is not needed
             for node in watch.lost():
                 progress.say(
                     f"node {node['node_id'][:12]} at {node['address']} was lost; its shards are "
@@ -577,8 +631,10 @@ def play_all(
             progress.tick()
         progress.tick(force=True)
     finally:
-        for ref in pending:  # interrupted: stop what is still running
+        for ref in pending:  # interrupted, or stopped: stop what is still running
             ray.cancel(ref, force=True)
+        if pending:  # and let it end, so that no file of it appears after the clean-up
+            ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT)
 
 
 class NodeWatch:
@@ -625,10 +681,19 @@ def summary_line(config: SweepConfig, outcome: Outcome) -> str:
         )
     head = (
         f"{len(config.cells)} cells x {outcome.deals:,} deals committed in "
-        f"{outcome.shards - len(outcome.failed)}/{outcome.shards} shards "
+        f"{outcome.committed}/{outcome.shards} shards "
         f"({outcome.played} played, {outcome.skipped} already committed"
     )
     if outcome.redone:
         head += f", {len(outcome.redone)} redone after failing verification"
     head += f"), {outcome.bytes:,} bytes{bytes_per_row}, {format_seconds(outcome.seconds)}{rate}"
+    stop = outcome.stop
+    if stop is not None:
+        at = stop["stopped_at_shard"]
+        head += (
+            f"; stopped after shard {at} ({stop['deals']:,} deals): {config.stop.describe()} met"
+            if at is not None
+            else f"; the stop rule ({config.stop.describe()}) was not met in "
+            f"{stop['deals']:,} deals (about {stop['deals_still_needed'] or 0:,} more needed)"
+        )
     return head

@@ -22,6 +22,7 @@ class Progress:
         self.done_shards, self.done_deals = done_shards, done_deals
         self.start_deals = done_deals
         self.failures = 0
+        self.target = None  # a stop rule's status (a callable), shown after the rest
         self.started = time.monotonic()
         self.last_shown = self.started
         self.line_open = False
@@ -34,11 +35,12 @@ class Progress:
         rate = self.rate()
         left = self.total_deals - self.done_deals
         eta = format_seconds(left / rate) if rate > 0 else "?"
-        return (
+        line = (
             f"shards {self.done_shards}/{self.total_shards}, "
             f"deals {self.done_deals:,}/{self.total_deals:,}, {format_rate(rate)} deals/s, "
             f"ETA {eta}, failures {self.failures}"
         )
+        return line if self.target is None else f"{line}; {self.target()}"
 
     def tick(self, force: bool = False) -> None:
         now = time.monotonic()

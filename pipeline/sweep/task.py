@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from pipeline.engine.rules import Cell
 from pipeline.store.entries import ShardEntry
 from pipeline.store.files import ShardFileWriter, file_metadata
@@ -43,6 +45,7 @@ class ShardJob:
     record: str
     provenance: dict
     attempt: int
+    stop_pairs: tuple[tuple[int, int], ...] | None = None  # a stop rule's: tally the shard
 
 
 def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
@@ -80,6 +83,8 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
         facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
     writers: dict[str, ShardFileWriter] = {}
     parts = []
+    pairs = None if job.stop_pairs is None else list(job.stop_pairs)
+    wins_sum, pairs_sum = [0] * len(cells), [[0, 0] for _ in pairs or ()]
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
     try:
         batch = deals_per_batch(shard.count, len(cells), multiple, job.record)
@@ -89,6 +94,12 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             began = time.perf_counter()
             results = kernel.play(job.seed, first, count, cells)
             playing += time.perf_counter() - began
+            if pairs is not None:  # a stop rule's tally: each cell's wins, each pair's a/b_only
+                won = results["won"].astype(bool)
+                wins = won.sum(axis=1, dtype=np.int64).tolist()
+                only = summary.pair_counts(won, None, pairs)[:, 1:3].tolist()
+                wins_sum = [x + y for x, y in zip(wins_sum, wins)]
+                pairs_sum = [[x + a, y + b] for (x, y), (a, b) in zip(pairs_sum, only)]
             if facts is None:
                 parts.append(summary.summarise(results, cells))
             else:
@@ -122,6 +133,7 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
         files=files,
         seconds=round(time.perf_counter() - started, 3),
         kernel_seconds=round(playing, 3),
+        tally=None if pairs is None else {"wins": wins_sum, "pairs": pairs_sum},
         staged=tuple(
             (writer.staged, writer.relative)
             for writer in writers.values()
