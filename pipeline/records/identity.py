@@ -1,5 +1,6 @@
 """What decides a sweep's rows, and its hash: the identity every shard file, the manifest and
-run.json carry, so that results of two sweeps are never mixed and an edited record is caught."""
+run.json carry, so that results of two sweeps are never mixed and an edited record is caught.
+The number of deals is not in it: the same sweep with more deals is the same sweep, grown."""
 
 from __future__ import annotations
 
@@ -31,15 +32,14 @@ def result_schema_version(record: str) -> str:
     return summary.SUMMARY_SCHEMA_VERSION
 
 
-def sweep_identity(
-    *, seed: int, first: int, deals_count: int, shard_size: int, record: str, cells, stop=None
-) -> dict:
-    """What decides the results, and nothing else (not where they go, nor who plays them).
-    A stop rule (its JSON) decides how many deals are kept; a sweep without one has none."""
-    return ({"stop": stop} if stop is not None else {}) | {
+def sweep_identity(*, seed: int, first: int, shard_size: int, record: str, cells) -> dict:
+    """What decides the results' rows, and nothing else: not how many deals are played (a
+    sweep grows by more deals, or by a stop rule that needs more, without replaying what is
+    done), nor where the rows go, nor who plays them. The shard size is in it: it names the
+    files and bounds the shards a stop rule is checked at."""
+    return {
         "seed": seed,
         "first": first,
-        "deals": deals_count,
         "shard_size": shard_size,
         "record": record,
         "cells": [cell_record(cell) for cell in cells],

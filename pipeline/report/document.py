@@ -168,7 +168,7 @@ def build(
         comparisons=figures.comparisons(),
         best_strategies=figures.best_strategies(),
         claims=[claim.record() for claim in claims],
-        stopping=stopping(loaded, figures),
+        stopping=stopping(loaded, figures, claims),
         notes=notes(loaded, figures),
     )
     document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
@@ -193,19 +193,24 @@ def build(
     return Report(loaded, figures, claims, document, directory, timings)
 
 
-def stopping(loaded: Loaded, figures: Figures) -> dict | None:
+def stopping(loaded: Loaded, figures: Figures, claims: list) -> dict | None:
     """How a run with a stop rule stopped (run.json's record of it), each interval the rule
-    read beside the fixed-n one of the same confidence on the same deals; None without one."""
+    read beside the fixed-n one of the same confidence on the same deals (for a claim, the
+    report's own interval of it); None without one."""
     stop = loaded.run.stop
     if not isinstance(stop, dict) or not isinstance(stop.get("targets"), list):
         return None
     confidence = stop["rule"]["confidence"]
     by_label = {cell.label: cell for cell in figures.cells}
+    claimed = {claim.id: claim for claim in claims}
     targets = []
     for target in stop["targets"]:
         cells = [by_label.get(label) for label in target["cells"]]
         fixed = None
-        if None not in cells and target["kind"] == "cell":
+        if target["kind"] == "claim":
+            claim = claimed.get(target.get("claim"))
+            fixed = claim.interval if claim is not None else None
+        elif None not in cells and target["kind"] == "cell":
             figure = figures.cells[cells[0]]
             fixed = stats.wilson(figure.wins, figure.n, confidence)
         elif None not in cells:

@@ -82,12 +82,15 @@ def _stopping_blocks(doc: dict, image: dict) -> list[tuple]:
         )
     rows = []
     for t in stop["targets"]:
-        kind = "pct" if t["kind"] == "cell" else "pts"
+        kind = "pct" if len(t["cells"]) == 1 else "pts"
         low, high = t["interval"]
         fixed = t["fixed_n_interval"]
+        what = " - ".join(t["cells"])
+        if t["kind"] == "claim":
+            what = f"claim {t['claim']} ({t['verdict']}, {t['confidence']:.1%}): {what}"
         rows.append(
             [
-                " - ".join(t["cells"]),
+                what,
                 fmt(t["estimate"], kind),
                 f"{fmt(low, kind)} to {fmt(high, kind)}",
                 fmt(t["half_width"], "pts").lstrip("+"),

@@ -169,11 +169,9 @@ def run_record_mismatch(run: RunRecord) -> str | None:
         recorded = identity.sweep_identity(
             seed=config["seed"],
             first=config["first"],
-            deals_count=config["deals"],
             shard_size=config["shard_size"],
             record=config["record"],
             cells=cells,
-            stop=config.get("stop"),
         )
     except (KeyError, TypeError, rules.RuleError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
@@ -466,14 +464,17 @@ class Manifest:
                 for index, entry in sorted(entries.items())
                 if not self._note(problems, index, self._problem(entry))
             }
-            if len(good) == self.page_shards and self.prefix == page.first:
-                self.pages[page.first // self.page_shards] = page
-                for entry in good.values():
-                    self.totals.add(entry)
+            if len(good) == self.page_shards and self.prefix == page.first and self.stop_at is None:
                 self._advance(good)
-            else:  # committed again, in the manifest's own list, until it is sealed again
-                for entry in good.values():
-                    self._keep(entry)
+                if self.stop_at is None or self.stop_at >= page.last:
+                    self.pages[page.first // self.page_shards] = page
+                    for entry in good.values():
+                        self.totals.add(entry)
+                    continue
+            # Committed again, in the manifest's own list, until it is sealed again (or, past
+            # a stopping point, until `discard_beyond_stop` takes it out).
+            for entry in good.values():
+                self._keep(entry)
         keep_inline(math.inf)
         return problems
 

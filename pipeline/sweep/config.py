@@ -95,6 +95,10 @@ TABLE_KEYS = {
             f"'{stopping.DECIDED}' (every paired strategy comparison's interval excludes 0) "
             f"or {HALF_WIDTH}",
         ),
+        "claims": (
+            STR,
+            f"'{stopping.DECIDED}' (every claim the cells answer confirmed or refuted)",
+        ),
         "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
         "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
     },
@@ -171,11 +175,9 @@ class SweepConfig:
         return identity.sweep_identity(
             seed=self.seed,
             first=self.first,
-            deals_count=self.deals,
             shard_size=self.shard_size,
             record=self.record,
             cells=self.cells,
-            stop=self.stop.to_json() if self.stop else None,
         )
 
     @property
@@ -350,8 +352,22 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
                 "only, so no comparison to decide; give grid.strategy two or more strategies "
                 "(with a variant that has a rescue)"
             )
-    if win_rate is None and comparisons is None:
-        raise ConfigError("stop: no target; set stop.win_rate or stop.comparisons (or both)")
+    claims = None
+    if "claims" in stop_raw:
+        claims = checked_str(stop_raw, "claims", key_name="stop.claims")
+        if claims != stopping.DECIDED:
+            raise ConfigError(
+                f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
+            )
+        if not stopping.claim_checks(cells):
+            raise ConfigError(
+                "stop.claims: no claim the rule decides is answered by this grid's cells "
+                "(one_in_13 needs a standard cell, better_than_one_in_three one_swap, "
+                "pick_makes_no_difference two watch cells of counts-only strategies, "
+                "deal_order_no_change standard in both deal orders)"
+            )
+    if win_rate is None and comparisons is None and claims is None:
+        raise ConfigError("stop: no target; set stop.win_rate, stop.comparisons or stop.claims")
     min_deals = checked_int(
         stop_raw, "min_deals", 1, U64_LIMIT, default=0, key_name="stop.min_deals"
     )
@@ -363,7 +379,7 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
     confidence = stopping.DEFAULT_CONFIDENCE
     if "confidence" in stop_raw:
         confidence = checked_float(stop_raw, "confidence", 0, 1, "stop.confidence")
-    return StopRule(win_rate, comparisons, min_deals, confidence)
+    return StopRule(win_rate, comparisons, claims, min_deals, confidence)
 
 
 def checked_int(raw, key, low, high, default=None, key_name=None) -> int:

@@ -38,7 +38,7 @@ from pipeline.store.plan import Shard, ShardPlan, plan_shards
 from pipeline.sweep.cluster import connect, connect_seconds, deadline, error_line
 from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
-from pipeline.sweep.stopping import Stopping, strategy_pairs
+from pipeline.sweep.stopping import Stopping, tally_pairs
 from pipeline.sweep.task import ShardJob, play_shard
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
@@ -71,8 +71,10 @@ def describe_plan(config: SweepConfig) -> str:
     lines.append(f"{count} shards of up to {config.shard_size:,} deals: {', '.join(shown)}")
     lines.append(
         f"total: {config.deals:,} deals x {len(config.cells)} cells = "
-        f"{config.deals * len(config.cells):,} deal results"
+        f"{config.deals * len(config.cells):,} deal results" + (" at most" if config.stop else "")
     )
+    if config.stop:
+        lines.append(f"stop rule: {config.stop.describe()}")
     return "\n".join(lines)
 
 
@@ -225,7 +227,7 @@ def run(
         manifest.flush()
         if todo:
             progress.say(
-                f"{todo:,} of {shards.count:,} shards to play "
+                f"{'up to ' if config.stop else ''}{todo:,} of {shards.count:,} shards to play "
                 f"({outcome.skipped} already committed) on "
                 f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)"
             )
@@ -287,6 +289,8 @@ def read_state(
     try:
         with waiting:
             previous, listed = read_previous(location, config, fresh)
+            if listed is not None and not fresh and listed["config_hash"] == config.hash:
+                refuse_shrinking(config, listed)
             resumed = listed is not None and not fresh and listed["config_hash"] == config.hash
             manifest = records.Manifest(
                 location, config.hash, listed["page_shards"] if resumed else None
@@ -295,7 +299,7 @@ def read_state(
                 manifest.on_prefix = lambda entry: stopping.add(
                     entry.deals, entry.tally["wins"], entry.tally["pairs"]
                 )
-                manifest.tally_shape = (len(config.cells), len(stopping.pairs))
+                manifest.tally_shape = (len(config.cells), len(tally_pairs(config.cells)))
             notes: list[tuple[int | None, str]] = []
             if listed is not None and not fresh:
                 if listed["config_hash"] != config.hash:
@@ -323,6 +327,19 @@ def read_state(
             "keeps its own files; move it away"
         )
     return State(previous, manifest, notes, found)
+
+
+def refuse_shrinking(config: SweepConfig, listed: dict) -> None:
+    """A config with fewer deals than its directory has committed would delete some: refused
+    (raise deals, or start over with --fresh). More deals grow the sweep."""
+    ends = [entry.get("last") for entry in listed["shards"] if isinstance(entry, dict)]
+    ends += [config.first + (page.last + 1) * config.shard_size - 1 for page in listed["pages"]]
+    committed = max((end for end in ends if isinstance(end, int)), default=-1) - config.first + 1
+    if committed > config.deals:
+        raise layout.ResultsError(
+            f"deals: {config.deals:,} is fewer than the {committed:,} deals already committed "
+            f"in {config.output}; raise deals to grow the sweep, or use --fresh to start over"
+        )
 
 
 def clean_up(location: Location, state: State, fresh: bool, progress: Progress) -> None:
@@ -539,7 +556,8 @@ def play_all(
         "cells": tuple(config.cells),
         "record": config.record,
         "provenance": provenance(config),
-        "stop_pairs": tuple(strategy_pairs(config.cells)) if config.stop else None,
+        # Tallied whether or not this run has a stop rule: a later run may add one.
+        "tally_pairs": tuple(tally_pairs(config.cells)),
     }
     # Made as they are asked for: a plan can hold more shards than memory.
     upcoming = (shard for shard in shards if shard.index not in manifest)

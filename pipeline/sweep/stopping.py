@@ -12,16 +12,26 @@ Targets (all that are set must hold):
 - ``win_rate = h``: every cell's win rate known to a half-width h;
 - ``comparisons = h``: every paired strategy comparison known to a half-width h;
 - ``comparisons = "decided"``: every one's interval excludes 0 (which strategy wins more is
-  settled).
+  settled);
+- ``claims = "decided"``: every claim of the rule pages that the cells' tallies answer
+  (`claim_checks`: one_in_13, better_than_one_in_three, pick_makes_no_difference,
+  deal_order_no_change) confirmed or refuted, by the report's own verdict rules
+  (`report.claims`) read on confidence sequences of the claims' confidence (99.9%). The other
+  claims read deal facts, runs of deals or turned cards, which no tally carries.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Sequence as Cells
 from dataclasses import dataclass
+from types import SimpleNamespace
 
+from pipeline.engine import rules
 from pipeline.engine.rules import Cell
+from pipeline.report import claims as claim_rules
+from pipeline.report import stats
 from pipeline.sweep import anytime
 
 DECIDED = "decided"
@@ -32,11 +42,12 @@ DEFAULT_CONFIDENCE = 0.95
 class StopRule:
     win_rate: float | None = None  # half-width of every cell's win rate
     comparisons: float | str | None = None  # half-width of every comparison, or DECIDED
+    claims: str | None = None  # DECIDED: every claim the tallies answer
     min_deals: int = 0
     confidence: float = DEFAULT_CONFIDENCE
 
     def to_json(self) -> dict:
-        out = {"win_rate": self.win_rate, "comparisons": self.comparisons}
+        out = {"win_rate": self.win_rate, "comparisons": self.comparisons, "claims": self.claims}
         out = {key: value for key, value in out.items() if value is not None}
         return {**out, "min_deals": self.min_deals, "confidence": self.confidence}
 
@@ -48,8 +59,14 @@ class StopRule:
             parts.append("every paired strategy comparison decided")
         elif self.comparisons is not None:
             parts.append(f"every paired strategy comparison to +-{points(self.comparisons)}")
-        floor = f", after at least {self.min_deals:,} deals" if self.min_deals else ""
-        return " and ".join(parts) + f" ({self.confidence:.0%} confidence sequences{floor})"
+        levels = []
+        if self.win_rate is not None or self.comparisons is not None:
+            levels.append(f"{self.confidence:.0%}")
+        if self.claims is not None:
+            parts.append("every claim the cells answer decided")
+            levels.append(f"the claims' {stats.CLAIM_CONFIDENCE:.1%}")
+        floor = f"; after at least {self.min_deals:,} deals" if self.min_deals else ""
+        return " and ".join(parts) + f" (confidence sequences: {', '.join(levels)}{floor})"
 
 
 def points(fraction: float) -> str:
@@ -57,35 +74,143 @@ def points(fraction: float) -> str:
     return f"{100 * fraction:.3g} pts"
 
 
-def strategy_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
-    """(a, b), a < b, of cells that differ in their strategy only: the paired comparisons."""
+def pairs_differing_in(axis: str, cells: Cells[Cell]) -> list[tuple[int, int]]:
+    """(a, b), a < b, of cells that differ on ``axis`` (a `rules.AXES` name) only."""
 
     def rest(cell: Cell) -> tuple:
-        return (cell.variant, cell.finale, cell.order, cell.depth)
+        return tuple(getattr(cell, other) for other in rules.AXES if other != axis)
 
     return [
         (a, b)
         for a in range(len(cells))
         for b in range(a + 1, len(cells))
-        if cells[a].strategy is not None
-        and cells[a].strategy != cells[b].strategy
-        and rest(cells[a]) == rest(cells[b])
+        if getattr(cells[a], axis) != getattr(cells[b], axis) and rest(cells[a]) == rest(cells[b])
     ]
+
+
+def strategy_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
+    """The paired strategy comparisons: cells that differ in their strategy only."""
+    return pairs_differing_in("strategy", cells)
+
+
+def order_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
+    """Cells that differ in their deal order only (one claim compares them)."""
+    return pairs_differing_in("order", cells)
+
+
+def tally_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
+    """The pairs a shard's tally counts: the strategy comparisons, then the deal-order pairs."""
+    return strategy_pairs(cells) + order_pairs(cells)
+
+
+@dataclass
+class ClaimCheck:
+    """A claim the rule decides from the tallies: the cells (indices) and tally pairs it reads,
+    how it aims the bets of their sequences, and its verdict on their intervals."""
+
+    id: str
+    rates: list[int]
+    pairs: list[int]
+    verdict: Callable[[list, list], str]  # (rate intervals, pair intervals) -> verdict
+    aim: Callable[[float], float]  # an estimate -> the half-width to aim the next bet at
+
+
+def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
+    """The claims these cells answer from their tallies, with the report's verdict rules and
+    its choice of cells (`claims.primary`)."""
+    cells = list(cells)
+    present = SimpleNamespace(cells=set(cells))
+    index = {cell: i for i, cell in enumerate(cells)}
+    pair_index = {(cells[a], cells[b]): k for k, (a, b) in enumerate(tally_pairs(cells))}
+    tolerance = claim_rules.TOLERANCE
+    checks = []
+
+    def near(value: float) -> Callable[[float], float]:
+        return lambda estimate: max(abs(estimate - value), tolerance / 2)
+
+    def no_difference(estimate: float) -> float:  # within the tolerance, or away from 0
+        return tolerance - abs(estimate) if abs(estimate) < tolerance / 2 else abs(estimate)
+
+    def all_pairs(verdicts: list[str]) -> str:
+        if claim_rules.REFUTED in verdicts:
+            return claim_rules.REFUTED
+        if verdicts and all(v == claim_rules.CONFIRMED for v in verdicts):
+            return claim_rules.CONFIRMED
+        return claim_rules.INCONCLUSIVE
+
+    standard = claim_rules.primary(present, "standard")
+    if standard is not None:
+        checks.append(
+            ClaimCheck(
+                "one_in_13",
+                [index[standard]],
+                [],
+                lambda r, p: claim_rules.exact_value_verdict(1 / 13, r[0]),
+                lambda estimate: tolerance,
+            )
+        )
+    one_swap = [
+        c for s in rules.COUNT_STRATEGIES if (c := claim_rules.primary(present, "one_swap", s))
+    ]
+    if one_swap:
+        checks.append(
+            ClaimCheck(
+                "better_than_one_in_three",
+                [index[c] for c in one_swap],
+                [],
+                # The best strategy beats 1/3 if one does; not if none comes near.
+                lambda r, p: claim_rules.above_verdict(
+                    (max(low for low, _ in r), max(high for _, high in r)), 1 / 3
+                ),
+                near(1 / 3),
+            )
+        )
+    watch = [c for s in rules.COUNT_STRATEGIES if (c := claim_rules.primary(present, "watch", s))]
+    watch_pairs = [pair_index[(a, b)] for a in watch for b in watch if (a, b) in pair_index]
+    if watch_pairs:
+        checks.append(
+            ClaimCheck(
+                "pick_makes_no_difference",
+                [],
+                watch_pairs,
+                lambda r, p: all_pairs([claim_rules.no_difference_verdict(i) for i in p]),
+                no_difference,
+            )
+        )
+    orders = [
+        pair_index[(a, b)]
+        for (a, b) in pair_index
+        if a.variant == "standard" and a.finale == b.finale == "down"
+    ]
+    if orders:
+        checks.append(
+            ClaimCheck(
+                "deal_order_no_change",
+                [],
+                orders[:1],
+                lambda r, p: claim_rules.no_difference_verdict(p[0]),
+                no_difference,
+            )
+        )
+    return checks
 
 
 @dataclass
 class Target:
     """One interval the rule watches, as the report and run.json show it."""
 
-    kind: str  # "cell" or "comparison"
+    kind: str  # "cell", "comparison" or "claim"
     cells: tuple[str, ...]  # the cell's label, or those of a and b (a's rate minus b's)
     interval: tuple[float, float]
     half_width: float
     estimate: float
     met: bool
+    claim: str | None = None  # a claim's id and verdict
+    verdict: str | None = None
+    confidence: float | None = None
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "kind": self.kind,
             "cells": list(self.cells),
             "estimate": self.estimate,
@@ -93,6 +218,9 @@ class Target:
             "half_width": self.half_width,
             "met": self.met,
         }
+        if self.claim is not None:
+            out.update(claim=self.claim, verdict=self.verdict, confidence=self.confidence)
+        return out
 
 
 class Stopping:
@@ -104,6 +232,16 @@ class Stopping:
         alpha = 1 - rule.confidence
         self.rates = [anytime.proportion(alpha) for _ in self.cells]
         self.differences = [anytime.difference(alpha) for _ in self.pairs]
+        # The claims' own sequences, of the claims' confidence, each aimed by its claim.
+        self.checks = claim_checks(self.cells) if rule.claims else []
+        claim_alpha = 1 - stats.CLAIM_CONFIDENCE
+        self.claim_rates: dict[int, tuple[anytime.Sequence, Callable]] = {}
+        self.claim_pairs: dict[int, tuple[anytime.Sequence, Callable]] = {}
+        for check in self.checks:
+            for i in check.rates:
+                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), check.aim))
+            for k in check.pairs:
+                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), check.aim))
         self.deals = 0
         self.shards = 0
 
@@ -126,12 +264,29 @@ class Stopping:
         """One shard of the prefix (its deals and tally); whether the rule now holds."""
         for sequence, won in zip(self.rates, wins):
             anytime.add_wins(sequence, deals, won, self._aim(sequence, self.rule.win_rate))
-        for sequence, (a_only, b_only) in zip(self.differences, pairs):
+        for sequence, (a_only, b_only) in zip(self.differences, pairs):  # the strategy pairs
             aim = self._aim(sequence, self.rule.comparisons)
             anytime.add_pairs(sequence, deals, a_only, b_only, aim)
+        for i, (sequence, aim) in self.claim_rates.items():
+            anytime.add_wins(sequence, deals, wins[i], self._claim_aim(sequence, aim))
+        for k, (sequence, aim) in self.claim_pairs.items():
+            a_only, b_only = pairs[k]
+            anytime.add_pairs(sequence, deals, a_only, b_only, self._claim_aim(sequence, aim))
         self.deals += deals
         self.shards += 1
         return self.met()
+
+    def _claim_aim(self, sequence: anytime.Sequence, aim: Callable) -> float:
+        estimate = sequence.low + sequence.span * sequence.estimate()
+        return max(aim(estimate), self._reachable(sequence))
+
+    def claim_verdict(self, check: ClaimCheck) -> str:
+        rates = [self.claim_rates[i][0].interval() for i in check.rates]
+        pairs = [self.claim_pairs[k][0].interval() for k in check.pairs]
+        return check.verdict(rates, pairs) if self.deals else claim_rules.INCONCLUSIVE
+
+    def _claim_met(self, check: ClaimCheck) -> bool:
+        return self.claim_verdict(check) != claim_rules.INCONCLUSIVE
 
     def _cell_met(self, sequence) -> bool:
         return self.rule.win_rate is None or sequence.half_width() <= self.rule.win_rate
@@ -150,6 +305,7 @@ class Stopping:
             self.deals >= self.rule.min_deals
             and all(self._cell_met(s) for s in self.rates)
             and all(self._comparison_met(s) for s in self.differences)
+            and all(self._claim_met(check) for check in self.checks)
         )
 
     def targets(self) -> list[Target]:
@@ -163,6 +319,19 @@ class Stopping:
                 labels = (self.cells[a].label, self.cells[b].label)
                 met = self._comparison_met(sequence)
                 out.append(self._target("comparison", labels, sequence, met))
+        pairs = tally_pairs(self.cells)
+        for check in self.checks:
+            # Shown by the interval its verdict turns on most: the one nearest undecided.
+            read = [((self.cells[i].label,), self.claim_rates[i][0]) for i in check.rates]
+            read += [
+                (tuple(self.cells[c].label for c in pairs[k]), self.claim_pairs[k][0])
+                for k in check.pairs
+            ]
+            labels, sequence = max(read, key=lambda item: item[1].half_width())
+            target = self._target("claim", labels, sequence, self._claim_met(check))
+            target.claim, target.verdict = check.id, self.claim_verdict(check)
+            target.confidence = stats.CLAIM_CONFIDENCE
+            out.append(target)
         return out
 
     @staticmethod
@@ -193,6 +362,12 @@ class Stopping:
                 checks.append((sequence, distance))
             else:
                 checks.append((sequence, self.rule.comparisons))
+        for check in self.checks:
+            if not self._claim_met(check):
+                for sequence, aim in [self.claim_rates[i] for i in check.rates] + [
+                    self.claim_pairs[k] for k in check.pairs
+                ]:
+                    checks.append((sequence, self._claim_aim(sequence, aim)))
         for sequence, aim in checks:
             needed = max(
                 needed, math.ceil(self.deals * (sequence.half_width() / aim) ** 2) - self.deals
@@ -217,6 +392,9 @@ class Stopping:
                 else f"within +-{points(self.rule.comparisons)}"
             )
             parts.append(f"comparisons {met}/{len(self.differences)} {what}")
+        if self.checks:
+            met = sum(self._claim_met(check) for check in self.checks)
+            parts.append(f"claims {met}/{len(self.checks)} decided")
         more = self.deals_still_needed()
         if more is not None:
             parts.append(f"about {more:,} more deals needed")

@@ -34,6 +34,16 @@ def deals_per_batch(count: int, n_cells: int, multiple: int = 1, record: str = "
     return size
 
 
+def batch_tally(won, pairs: list[tuple[int, int]]) -> tuple[list[int], list[list[int]]]:
+    """What a stop rule reads of a batch (`won`, cells x deals): each cell's wins, and each
+    pair's deals won by a alone and by b alone."""
+    from pipeline.records import summary
+
+    won = won.astype(bool)
+    wins = won.sum(axis=1, dtype=np.int64).tolist()
+    return wins, summary.pair_counts(won, None, pairs)[:, 1:3].tolist()
+
+
 @dataclass(frozen=True)
 class ShardJob:
     """Everything a task needs to play and write one shard (small: it travels to the worker)."""
@@ -45,7 +55,7 @@ class ShardJob:
     record: str
     provenance: dict
     attempt: int
-    stop_pairs: tuple[tuple[int, int], ...] | None = None  # a stop rule's: tally the shard
+    tally_pairs: tuple[tuple[int, int], ...] | None = None  # the comparisons to tally
 
 
 def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
@@ -83,7 +93,7 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
         facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
     writers: dict[str, ShardFileWriter] = {}
     parts = []
-    pairs = None if job.stop_pairs is None else list(job.stop_pairs)
+    pairs = None if job.tally_pairs is None else list(job.tally_pairs)
     wins_sum, pairs_sum = [0] * len(cells), [[0, 0] for _ in pairs or ()]
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
     try:
@@ -94,10 +104,8 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             began = time.perf_counter()
             results = kernel.play(job.seed, first, count, cells)
             playing += time.perf_counter() - began
-            if pairs is not None:  # a stop rule's tally: each cell's wins, each pair's a/b_only
-                won = results["won"].astype(bool)
-                wins = won.sum(axis=1, dtype=np.int64).tolist()
-                only = summary.pair_counts(won, None, pairs)[:, 1:3].tolist()
+            if pairs is not None:
+                wins, only = batch_tally(results["won"], pairs)
                 wins_sum = [x + y for x, y in zip(wins_sum, wins)]
                 pairs_sum = [[x + a, y + b] for (x, y), (a, b) in zip(pairs_sum, only)]
             if facts is None:

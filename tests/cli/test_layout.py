@@ -23,7 +23,7 @@ from pipeline.engine import reference, rules
 from pipeline.records import schema
 
 SEED = 515151
-ROUND_TRIP_DEALS = 2000
+ROUND_TRIP_DEALS = 400
 
 pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray instance
 

@@ -16,6 +16,7 @@ from processes import end_processes
 from rows import manifest_entries
 
 from pipeline.cli import cli
+from pipeline.store.records import PAGE_ENV
 
 BASE = """
 name = "stops"
@@ -38,6 +39,7 @@ min_deals = 3000
 def write(tmp_path: Path, body: str, name: str = "stops.toml") -> tuple[Path, Path]:
     out = tmp_path / "res"
     path = tmp_path / name
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path.write_text(body.format(out=out))
     return path, out
 
@@ -58,7 +60,7 @@ def run(*args: str):
         ("[stop]\nwin_rate = 'tight'\n", ["stop.win_rate: 'tight' is a string"]),
         ("[stop]\ncomparisons = 'settled'\n", ["stop.comparisons: 'settled' is not known"]),
         ("[stop]\ncomparisons = -0.1\n", ["stop.comparisons: -0.1 is out of range"]),
-        ("[stop]\nmin_deals = 1000\n", ["stop: no target", "stop.win_rate"]),
+        ("[stop]\nmin_deals = 1000\n", ["stop: no target", "stop.claims"]),
         (
             "[stop]\nwin_rate = 0.01\nmin_deals = 200000\n",
             ["stop.min_deals: 200,000 is above deals (120,000)"],
@@ -87,6 +89,20 @@ def test_a_comparison_needs_two_strategies(tmp_path):
     assert "stop.comparisons: the grid has no two cells that differ in their strategy" in (
         result.stderr
     )
+    assert not out.exists()
+
+
+def test_claims_need_a_claim_the_cells_answer(tmp_path):
+    body = BASE.replace('["standard", "one_swap"]', '["exchange"]')
+    path, out = write(tmp_path, body + '[stop]\nclaims = "decided"\n')
+    result = run(path)
+    assert result.exit_code == 2
+    assert "stop.claims: no claim the rule decides is answered by this grid's cells" in (
+        result.stderr
+    )
+    path, out = write(tmp_path, BASE + '[stop]\nclaims = "all"\n')
+    result = run(path)
+    assert result.exit_code == 2 and "stop.claims: 'all' is not known" in result.stderr
     assert not out.exists()
 
 
@@ -229,3 +245,131 @@ def test_a_tally_is_each_cells_wins(two_workers):
         for c in cfg.cells
     ]
     assert entry["tally"]["wins"] == wins
+
+
+# --- Sweeps that grow ---------------------------------------------------------------------
+
+
+def inodes(out: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(out)): (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in (out / "shards").rglob("*.parquet")
+    }
+
+
+def test_more_deals_play_only_the_new_shards(tmp_path, local_ray):
+    body = BASE.replace("deals = 120000", "deals = 2500")
+    path, out = write(tmp_path, body)
+    assert run(path).exit_code == 0
+    kept = {k: v for k, v in inodes(out).items() if "deals-2000-2499" not in k}
+
+    grown = run(path, "--set", "deals=5000")
+    assert grown.exit_code == 0, grown.output
+    # Shard 2 held 500 deals and now holds 1,000: it alone of the old ones is played again.
+    assert "2 already committed" in grown.stderr and "3 played" in grown.stderr, grown.stderr
+    assert {k: v for k, v in inodes(out).items() if k in kept} == kept  # untouched
+
+    fresh_path, fresh = write(tmp_path / "fresh", BASE.replace("deals = 120000", "deals = 5000"))
+    assert run(fresh_path).exit_code == 0
+    assert file_digests(out) == file_digests(fresh)
+
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    shrunk = run(path, "--set", "deals=1500")
+    assert shrunk.exit_code == 2
+    assert shrunk.stderr.strip() == (
+        "clocksweep: error: deals: 1,500 is fewer than the 5,000 deals already committed in "
+        f"{out}; raise deals to grow the sweep, or use --fresh to start over"
+    )
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_tighter_rule_grows_a_stopped_sweep_and_a_looser_one_cuts_it(
+    two_workers, tmp_path, local_ray
+):
+    path, reference, stop = two_workers
+    loose_path, out = write(tmp_path, BASE + RULE.replace("0.015", "0.03"))
+    assert run(loose_path).exit_code == 0
+    loose = json.loads((out / "run.json").read_text())["stop"]
+    assert loose["met"] and loose["stopped_at_shard"] < stop["stopped_at_shard"]
+    loose_files = file_digests(out)
+
+    tighter = run(path, "--set", f"output={out}")
+    assert tighter.exit_code == 0, tighter.output
+    assert f"{loose['stopped_at_shard'] + 1} already committed" in tighter.stderr
+    assert json.loads((out / "run.json").read_text())["stop"] == stop
+    assert file_digests(out) == file_digests(reference)
+
+    looser = run(loose_path)
+    assert looser.exit_code == 0, looser.output
+    assert "played past the stopping point" in looser.stderr and "0 played" in looser.stderr
+    assert file_digests(out) == loose_files and on_disk(out) == sorted(f for f, _ in loose_files)
+
+
+def test_a_rule_added_to_a_sweep_played_without_one_reads_its_tallies(
+    two_workers, tmp_path, local_ray, monkeypatch
+):
+    """Five shards past the point, with the manifest in pages of 4: pages past the point, and
+    (but when the point ends a page) one it falls inside, are opened and cut."""
+    _, reference, stop = two_workers
+    monkeypatch.setenv(PAGE_ENV, "4")
+    played = (stop["stopped_at_shard"] + 1) * 1000 + 5000
+    path, out = write(tmp_path, BASE.replace("deals = 120000", f"deals = {played}"))
+    assert run(path).exit_code == 0
+    assert json.loads((out / "manifest.json").read_text())["pages"]
+    ruled, _ = write(tmp_path, BASE + RULE, name="ruled.toml")
+    added = run(ruled, "--set", f"output={out}")
+    assert added.exit_code == 0, added.output
+    assert "0 played" in added.stderr and f"stopped after shard {stop['stopped_at_shard']}" in (
+        added.stderr
+    )
+    assert "5 shard(s) played past the stopping point" in added.stderr
+    assert file_digests(out) == file_digests(reference)
+    assert on_disk(out) == on_disk(reference)
+    assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
+
+
+CLAIMS = """
+name = "claims"
+seed = 5
+deals = 2000000
+shard_size = 10000
+record = "summary"
+output = "{out}"
+[grid]
+variant = ["standard", "one_swap"]
+strategy = ["most", "fewest"]
+order = ["round-robin", "packets"]
+[stop]
+claims = "decided"
+"""
+
+
+def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path, local_ray):
+    path, out = write(tmp_path, CLAIMS)
+    result = run(path)
+    assert result.exit_code == 0, result.output
+    stop = json.loads((out / "run.json").read_text())["stop"]
+    assert stop["met"], stop
+    verdicts = {t["claim"]: t["verdict"] for t in stop["targets"] if t["kind"] == "claim"}
+    # standard in two orders, one_swap most/fewest: three claims these cells answer.
+    assert set(verdicts) == {"one_in_13", "better_than_one_in_three", "deal_order_no_change"}
+    assert "inconclusive" not in verdicts.values()
+
+    # The rule did not hold a shard earlier (replayed from the manifest's tallies).
+    from pipeline.sweep import config as sweep_config
+    from pipeline.sweep.stopping import Stopping
+
+    cfg = sweep_config.load(str(path))
+    stopping = Stopping(cfg.stop, cfg.cells, cfg.deals)
+    held = [
+        stopping.add(e["deals"], e["tally"]["wins"], e["tally"]["pairs"])
+        for e in manifest_entries(out)
+    ]
+    assert held[-1] and not any(held[:-1])
+
+    report = CliRunner().invoke(cli, ["report", str(out), "--out", str(tmp_path / "rep")])
+    assert report.exit_code == 0, report.output
+    document = json.loads((tmp_path / "rep" / "report.json").read_text())
+    fixed = {c["id"]: c["verdict"] for c in document["claims"]}
+    for claim, verdict in verdicts.items():  # the fixed-n verdict, narrower, agrees
+        assert fixed[claim] == verdict, (claim, verdict, fixed[claim])

@@ -1,0 +1,118 @@
+"""What a stop rule costs, and what growing a sweep costs.
+
+    python benchmarks/stop_bench.py [--config configs/strategies.toml] [--deals 1e8]
+                                    [--grow 20000000]
+
+- **The rule's cost.** Per shard a task tallies its cells' wins and its paired strategy
+  comparisons' discordant deals, and the driver feeds the tally to the confidence sequences.
+  Both are timed here, in this process, against the kernel's time for the same deals and
+  cells (a 10^8-deal sweep of the config, in its shards of `shard_size`): the share
+  (tally + check) / kernel is what the rule adds to a sweep's work.
+- **Growing.** `clocksweep run` (wall time, Ray's start included, each in its own process):
+  the config at ``--grow`` deals, then grown to twice that, against a fresh run of twice
+  that: the grown run's wall time against the fresh run's less the first's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rule_cost(config_path: str, deals: int) -> dict:
+    from pipeline.engine import kernel
+    from pipeline.records import summary
+    from pipeline.sweep import config, task
+    from pipeline.sweep.stopping import Stopping, StopRule, strategy_pairs
+
+    cfg = config.load(config_path, [f"deals={deals}"])
+    cells, pairs = list(cfg.cells), strategy_pairs(cfg.cells)
+    batch = task.deals_per_batch(cfg.shard_size, len(cells), summary.BLOCK, cfg.record)
+    kernel.play(cfg.seed, 0, 1000, cells)  # compiled, cached
+    kernel_seconds = tally_seconds = 0.0
+    sample_deals, wins_sum, pairs_sum = 0, None, None
+    started = time.perf_counter()
+    while time.perf_counter() - started < 20 or sample_deals < 2 * batch:
+        began = time.perf_counter()
+        results = kernel.play(cfg.seed, sample_deals, batch, cells)
+        kernel_seconds += time.perf_counter() - began
+        began = time.perf_counter()
+        wins, only = task.batch_tally(results["won"], pairs)
+        wins_sum = wins if wins_sum is None else [a + b for a, b in zip(wins_sum, wins)]
+        pairs_sum = (
+            only
+            if pairs_sum is None
+            else [[a + c, b + d] for (a, b), (c, d) in zip(pairs_sum, only)]
+        )
+        tally_seconds += time.perf_counter() - began
+        sample_deals += batch
+    shards = -(-deals // cfg.shard_size)
+    rule = StopRule(win_rate=1e-9, comparisons="decided" if pairs else None)  # never met
+    stopping = Stopping(rule, cells, deals)
+    began = time.perf_counter()
+    for _ in range(shards):
+        stopping.add(cfg.shard_size, wins_sum, pairs_sum)
+        stopping.status()
+    check_seconds = time.perf_counter() - began
+    scale = deals / sample_deals
+    return {
+        "config": config_path,
+        "cells": len(cells),
+        "comparisons": len(pairs),
+        "deals": deals,
+        "shards": shards,
+        "kernel_seconds": round(kernel_seconds * scale, 2),
+        "tally_seconds": round(tally_seconds * scale, 3),
+        "check_seconds": round(check_seconds, 4),
+        "share": round((tally_seconds * scale + check_seconds) / (kernel_seconds * scale), 5),
+    }
+
+
+def timed_run(config: Path, *sets: str) -> float:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run", str(config)]
+        + [f"--set={s}" for s in sets],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise SystemExit(done.stderr[-2000:])
+    return time.monotonic() - started
+
+
+def grow_cost(config_path: str, deals: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="clocksweep-grow-") as work:
+        grown, fresh = Path(work) / "grown", Path(work) / "fresh"
+        first = timed_run(config_path, f"deals={deals}", f"output={grown}")
+        grow = timed_run(config_path, f"deals={2 * deals}", f"output={grown}")
+        whole = timed_run(config_path, f"deals={2 * deals}", f"output={fresh}")
+    return {
+        "first_seconds": round(first, 2),
+        "grow_seconds": round(grow, 2),
+        "fresh_seconds": round(whole, 2),
+        "grow_over_fresh_less_first": round(grow / (whole - first), 3) if whole > first else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(ROOT / "configs" / "strategies.toml"))
+    parser.add_argument("--deals", type=float, default=1e8)
+    parser.add_argument("--grow", type=float, default=2e7, help="0: skip the growing runs")
+    args = parser.parse_args()
+    print(json.dumps(rule_cost(args.config, int(args.deals))))
+    if args.grow:
+        print(json.dumps(grow_cost(args.config, int(args.grow))))
+
+
+if __name__ == "__main__":
+    main()
