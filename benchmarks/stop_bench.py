@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def rule_cost(config_path: str, deals: int) -> dict:
+    import numpy as np
+
     from pipeline.engine import kernel
     from pipeline.records import summary
     from pipeline.sweep import config, task
@@ -35,31 +37,29 @@ def rule_cost(config_path: str, deals: int) -> dict:
     cfg = config.load(config_path, [f"deals={deals}"])
     cells, pairs = list(cfg.cells), strategy_pairs(cfg.cells)
     batch = task.deals_per_batch(cfg.shard_size, len(cells), summary.BLOCK, cfg.record)
-    kernel.play(cfg.seed, 0, 1000, cells)  # compiled, cached
+    warm = kernel.play(cfg.seed, 0, 1000, cells)["won"]  # compiled and imported
+    task.tally_of(summary.packed_rows(warm), pairs)
     kernel_seconds = tally_seconds = 0.0
-    sample_deals, wins_sum, pairs_sum = 0, None, None
+    sample_deals, shard_parts, tally = 0, [], None
     started = time.perf_counter()
-    while time.perf_counter() - started < 20 or sample_deals < 2 * batch:
+    while time.perf_counter() - started < 20 or sample_deals < cfg.shard_size:
+        count = min(batch, cfg.shard_size - sample_deals % cfg.shard_size)
         began = time.perf_counter()
-        results = kernel.play(cfg.seed, sample_deals, batch, cells)
+        results = kernel.play(cfg.seed, sample_deals, count, cells)
         kernel_seconds += time.perf_counter() - began
-        began = time.perf_counter()
-        wins, only = task.batch_tally(results["won"], pairs)
-        wins_sum = wins if wins_sum is None else [a + b for a, b in zip(wins_sum, wins)]
-        pairs_sum = (
-            only
-            if pairs_sum is None
-            else [[a + c, b + d] for (a, b), (c, d) in zip(pairs_sum, only)]
-        )
+        began = time.perf_counter()  # what a task adds: pack each batch, tally each shard
+        shard_parts.append(np.packbits(results["won"], axis=1))
+        sample_deals += count
+        if sample_deals % cfg.shard_size == 0:
+            tally = task.tally_of(summary.as_words(np.concatenate(shard_parts, axis=1)), pairs)
+            shard_parts = []
         tally_seconds += time.perf_counter() - began
-        sample_deals += batch
     shards = -(-deals // cfg.shard_size)
     rule = StopRule(win_rate=1e-9, comparisons="decided" if pairs else None)  # never met
     stopping = Stopping(rule, cells, deals)
     began = time.perf_counter()
-    for _ in range(shards):
-        stopping.add(cfg.shard_size, wins_sum, pairs_sum)
-        stopping.status()
+    for _ in range(shards):  # the driver's part: each shard fed to the sequences
+        stopping.add(cfg.shard_size, tally["wins"], tally["pairs"])
     check_seconds = time.perf_counter() - began
     scale = deals / sample_deals
     return {

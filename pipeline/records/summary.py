@@ -670,16 +670,20 @@ def comparable_pairs(cells: Sequence[Cell]) -> list[tuple[int, int]]:
     return pairs
 
 
-def _packed(bits: np.ndarray) -> np.ndarray:
+def packed_rows(bits: np.ndarray) -> np.ndarray:
     """Rows of booleans as rows of uint64 words (zero-padded)."""
-    packed = np.packbits(bits, axis=1)
+    return as_words(np.packbits(bits, axis=1))
+
+
+def as_words(packed: np.ndarray) -> np.ndarray:
+    """Rows of packed bytes (`np.packbits`) as rows of uint64 words (zero-padded)."""
     pad = (-packed.shape[1]) % 8
     if pad:
         packed = np.pad(packed, ((0, 0), (0, pad)))
     return np.ascontiguousarray(packed).view(np.uint64)
 
 
-def _popcount(words: np.ndarray) -> np.ndarray:
+def popcount_rows(words: np.ndarray) -> np.ndarray:
     return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
 
 
@@ -690,23 +694,23 @@ def pair_counts(
     out = np.zeros((len(pairs), 4), dtype=np.int64)
     if not pairs:
         return out
-    wins = _packed(won)
-    have = _packed(present) if present is not None else None
+    wins = packed_rows(won)
+    have = packed_rows(present) if present is not None else None
     by_a: dict[int, list[tuple[int, int]]] = {}
     for row, (a, b) in enumerate(pairs):
         by_a.setdefault(a, []).append((row, b))
     for a, rows_b in by_a.items():
         rows = np.array([row for row, _ in rows_b])
         bs = np.array([b for _, b in rows_b])
-        both = _popcount(wins[a] & wins[bs])
+        both = popcount_rows(wins[a] & wins[bs])
         if have is None:
             n = np.full(len(bs), won.shape[1], dtype=np.int64)
-            a_wins = np.full(len(bs), _popcount(wins[a]), dtype=np.int64)
-            b_wins = _popcount(wins[bs])
+            a_wins = np.full(len(bs), popcount_rows(wins[a]), dtype=np.int64)
+            b_wins = popcount_rows(wins[bs])
         else:
-            n = _popcount(have[a] & have[bs])
-            a_wins = _popcount(wins[a] & have[bs])
-            b_wins = _popcount(wins[bs] & have[a])
+            n = popcount_rows(have[a] & have[bs])
+            a_wins = popcount_rows(wins[a] & have[bs])
+            b_wins = popcount_rows(wins[bs] & have[a])
         out[rows, 0] = both
         out[rows, 1] = a_wins - both
         out[rows, 2] = b_wins - both

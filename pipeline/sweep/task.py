@@ -34,14 +34,21 @@ def deals_per_batch(count: int, n_cells: int, multiple: int = 1, record: str = "
     return size
 
 
-def batch_tally(won, pairs: list[tuple[int, int]]) -> tuple[list[int], list[list[int]]]:
-    """What a stop rule reads of a batch (`won`, cells x deals): each cell's wins, and each
-    pair's deals won by a alone and by b alone."""
+def tally_of(packed: np.ndarray, pairs: list[tuple[int, int]]) -> dict:
+    """What a stop rule reads of a shard, from its cells' wins packed to bits (cells x uint64
+    words, `summary.as_words`; batches packed one by one side by side, since the zero bits
+    that pad each count nothing): each cell's wins, and each pair's deals won by a alone and
+    by b alone."""
     from pipeline.records import summary
 
-    won = won.astype(bool)
-    wins = won.sum(axis=1, dtype=np.int64).tolist()
-    return wins, summary.pair_counts(won, None, pairs)[:, 1:3].tolist()
+    wins = summary.popcount_rows(packed).tolist()
+    if not pairs:
+        return {"wins": wins, "pairs": []}
+    a = packed[np.array([pair[0] for pair in pairs])]
+    b = packed[np.array([pair[1] for pair in pairs])]
+    a_only = summary.popcount_rows(a & ~b).tolist()
+    b_only = summary.popcount_rows(b & ~a).tolist()
+    return {"wins": wins, "pairs": [[x, y] for x, y in zip(a_only, b_only)]}
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     writers: dict[str, ShardFileWriter] = {}
     parts = []
     pairs = None if job.tally_pairs is None else list(job.tally_pairs)
-    wins_sum, pairs_sum = [0] * len(cells), [[0, 0] for _ in pairs or ()]
+    packed_wins = []  # each batch's wins packed to bits, for the shard's tally
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
     try:
         batch = deals_per_batch(shard.count, len(cells), multiple, job.record)
@@ -105,9 +112,7 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             results = kernel.play(job.seed, first, count, cells)
             playing += time.perf_counter() - began
             if pairs is not None:
-                wins, only = batch_tally(results["won"], pairs)
-                wins_sum = [x + y for x, y in zip(wins_sum, wins)]
-                pairs_sum = [[x + a, y + b] for (x, y), (a, b) in zip(pairs_sum, only)]
+                packed_wins.append(np.packbits(results["won"], axis=1))  # nonzero: a 1 bit
             if facts is None:
                 parts.append(summary.summarise(results, cells))
             else:
@@ -141,7 +146,9 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
         files=files,
         seconds=round(time.perf_counter() - started, 3),
         kernel_seconds=round(playing, 3),
-        tally=None if pairs is None else {"wins": wins_sum, "pairs": pairs_sum},
+        tally=None
+        if pairs is None
+        else tally_of(summary.as_words(np.concatenate(packed_wins, axis=1)), pairs),
         staged=tuple(
             (writer.staged, writer.relative)
             for writer in writers.values()

@@ -56,9 +56,19 @@ def test_shipped_configs_load():
     assert {cell.variant for cell in quick.cells} == set(rules.VARIANTS)
     assert {cell.strategy for cell in quick.cells} - {None} == set(rules.STRATEGIES)
     assert len(quick.cells) == len(rules.all_cells(orders=("round-robin",)))
-    for name in ("published-odds.toml", "strategies.toml"):
+    for name in ("published-odds.toml", "strategies.toml", "settle-claims.toml"):
         text = (CONFIGS / name).read_text()
         assert 'record = "summary"' in text
+    settle = config.load(str(CONFIGS / "settle-claims.toml"))
+    from pipeline.sweep import stopping
+
+    assert settle.stop.claims == stopping.DECIDED and settle.stop.comparisons == 0.001
+    assert [check.id for check in stopping.claim_checks(settle.cells)] == [
+        "one_in_13",
+        "better_than_one_in_three",
+        "pick_makes_no_difference",
+        "deal_order_no_change",
+    ]
 
 
 def test_expansion_only_meaningful_cells(base):

@@ -373,3 +373,28 @@ def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path,
     fixed = {c["id"]: c["verdict"] for c in document["claims"]}
     for claim, verdict in verdicts.items():  # the fixed-n verdict, narrower, agrees
         assert fixed[claim] == verdict, (claim, verdict, fixed[claim])
+
+
+def test_a_shard_tally_counts_wins_and_lone_wins_deal_by_deal():
+    """The packed-bit tally against the plain count, on every cell and pair of quick.toml's
+    grid, over two batches that are not whole numbers of 64-bit words."""
+    import numpy as np
+
+    from pipeline.engine import kernel
+    from pipeline.records import summary
+    from pipeline.sweep import config as sweep_config
+    from pipeline.sweep import task
+    from pipeline.sweep.stopping import tally_pairs
+
+    cells = list(sweep_config.load(str(Path(__file__).parents[2] / "configs/quick.toml")).cells)
+    pairs = tally_pairs(cells)
+    won = kernel.play(3, 0, 3001, cells)["won"]
+    batches = [np.packbits(won[:, :1001], axis=1), np.packbits(won[:, 1001:], axis=1)]
+    tally = task.tally_of(summary.as_words(np.concatenate(batches, axis=1)), pairs)
+    wins, lone = tally["wins"], tally["pairs"]
+    plain = won.astype(bool)
+    assert wins == plain.sum(axis=1).tolist()
+    assert lone == [
+        [int((plain[a] & ~plain[b]).sum()), int((plain[b] & ~plain[a]).sum())] for a, b in pairs
+    ]
+    assert np.asarray(lone).sum() > 0
