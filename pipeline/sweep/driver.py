@@ -43,6 +43,7 @@ from pipeline.sweep.task import ShardJob, play_shard
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
 CANCEL_WAIT = 5.0  # seconds the end of a run waits for the tasks it cancelled to end
+STOP_AHEAD = 2  # under a stop rule, shards started past the prefix: at most this x in flight
 
 
 # --- The plan -----------------------------------------------------------------------------
@@ -561,6 +562,10 @@ def play_all(
     }
     # Made as they are asked for: a plan can hold more shards than memory.
     upcoming = (shard for shard in shards if shard.index not in manifest)
+    # Under a stop rule, shards past the point are played for nothing: while some are in
+    # flight, none is started more than this far past the prefix the rule has read.
+    ahead = STOP_AHEAD * in_flight if config.stop else None
+    held: Shard | None = None  # the next shard, waiting for the prefix to catch up
     retries: deque[Shard] = deque()
     attempts: dict[int, int] = {}
     pending = {}
@@ -596,7 +601,14 @@ def play_all(
     try:
         while True:
             while len(pending) < in_flight and manifest.stop_at is None:
-                shard = retries.popleft() if retries else next(upcoming, None)
+                if retries:
+                    shard = retries.popleft()
+                else:
+                    shard, held = held or next(upcoming, None), None
+                    if shard is not None and ahead and pending:
+                        if shard.index >= manifest.prefix + ahead:
+                            held = shard
+                            break
                 if shard is None:
                     break
                 attempts[shard.index] = attempts.get(shard.index, 0) + 1

@@ -426,3 +426,28 @@ def test_an_endpoint_that_refuses(config_file, monkeypatch):
     uri = f"s3://{BUCKET}/p?endpoint_override=127.0.0.1:{free_port()}&scheme=http"
     line = one_error_line(sweep(config_file, uri))
     assert uri in line and "cannot reach" in line
+
+
+# --- A stop rule on the store -------------------------------------------------------------
+
+
+def test_a_stop_rule_stops_at_the_same_deal_on_the_store(s3, tmp_path):
+    """The same rule, on a local path and on the S3 prefix: the same stopping point and rows;
+    on the store too, no object of a shard past the point is left."""
+    text = CONFIG + '[stop]\nwin_rate = 0.03\ncomparisons = "decided"\n'
+    config = tmp_path / "stop.toml"
+    config.write_text(text)
+    local = tmp_path / "local"
+    assert sweep(config, str(local)).exit_code == 0
+    stop = json.loads((local / "run.json").read_text())["stop"]
+    assert stop["met"] and stop["stopped_at_shard"] < N_DEALS // 2000 - 1
+
+    stored = sweep(config, s3.uri("stopped"))
+    assert stored.exit_code == 0, stored.output
+    assert json.loads(s3.read("stopped/run.json"))["stop"] == stop
+    assert run("validate", s3.uri("stopped")).exit_code == 0
+    kept = stop["deals"]
+    assert rows_of(s3, "stopped").equals(kernel_rows(text.replace(f"{N_DEALS}", f"{kept}", 1)))
+    listed = {f"stopped/{f['path']}" for e in s3.entries("stopped") for f in e["files"]}
+    on_store = {key for key in s3.keys("stopped/shards/") if key.endswith(".parquet")}
+    assert on_store == listed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from rows import manifest_entries
 
 from pipeline.cli import cli
 from pipeline.store.records import PAGE_ENV
+from pipeline.sweep import driver as sweep_driver
 
 BASE = """
 name = "stops"
@@ -130,6 +132,7 @@ def two_workers(tmp_path_factory, local_ray) -> tuple[Path, Path, dict]:
     path, out = write(tmp_path_factory.mktemp("two"), BASE + RULE)
     result = run(path)
     assert result.exit_code == 0, result.output
+    (out.parent / "stderr.txt").write_text(result.stderr)
     return path, out, json.loads((out / "run.json").read_text())["stop"]
 
 
@@ -138,6 +141,10 @@ def test_the_run_stops_where_the_rule_first_holds(two_workers):
     at = stop["stopped_at_shard"]
     assert stop["met"] and stop["deals"] == (at + 1) * 1000 and 3 <= at < 119
     assert [e["index"] for e in manifest_entries(out)] == list(range(at + 1))
+    # Shards past the point were started at most STOP_AHEAD x in flight (4 here) ahead.
+    said = (out.parent / "stderr.txt").read_text()
+    past = re.search(r"(\d+) shard\(s\) played past the stopping point", said)
+    assert past is None or int(past[1]) <= sweep_driver.STOP_AHEAD * 4, said
     assert on_disk(out) == sorted(f for f, _ in file_digests(out))  # nothing past the point
     assert all(t["met"] for t in stop["targets"])
     assert {t["kind"] for t in stop["targets"]} == {"cell", "comparison"}
