@@ -265,8 +265,7 @@ def run(
     outcome.seconds = time.monotonic() - clock
     totals = manifest.totals
     outcome.committed = len(manifest)
-    if stopping is not None:
-        outcome.stop = stopping.record(manifest.stop_at)
+    outcome.stop = run_record.stop  # as run.json records it
     outcome.deals, outcome.rows = totals.deals, totals.rows
     outcome.bytes, outcome.row_bytes = totals.bytes, totals.row_bytes
     return outcome
@@ -290,9 +289,9 @@ def read_state(
     try:
         with waiting:
             previous, listed = read_previous(location, config, fresh)
-            if listed is not None and not fresh and listed["config_hash"] == config.hash:
-                refuse_shrinking(config, listed)
             resumed = listed is not None and not fresh and listed["config_hash"] == config.hash
+            if resumed:
+                refuse_shrinking(config, listed)
             manifest = records.Manifest(
                 location, config.hash, listed["page_shards"] if resumed else None
             )
@@ -300,7 +299,7 @@ def read_state(
                 manifest.on_prefix = lambda entry: stopping.add(
                     entry.deals, entry.tally["wins"], entry.tally["pairs"]
                 )
-                manifest.tally_shape = (len(config.cells), len(tally_pairs(config.cells)))
+                manifest.tally_shape = (len(config.cells), len(stopping.tally_pairs))
             notes: list[tuple[int | None, str]] = []
             if listed is not None and not fresh:
                 if listed["config_hash"] != config.hash:

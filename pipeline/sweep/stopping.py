@@ -229,6 +229,7 @@ class Stopping:
     def __init__(self, rule: StopRule, cells: Cells[Cell], max_deals: int):
         self.rule, self.cells, self.max_deals = rule, list(cells), max_deals
         self.pairs = strategy_pairs(self.cells)
+        self.tally_pairs = tally_pairs(self.cells)  # what each shard's tally counts, in order
         alpha = 1 - rule.confidence
         self.rates = [anytime.proportion(alpha) for _ in self.cells]
         self.differences = [anytime.difference(alpha) for _ in self.pairs]
@@ -319,7 +320,7 @@ class Stopping:
                 labels = (self.cells[a].label, self.cells[b].label)
                 met = self._comparison_met(sequence)
                 out.append(self._target("comparison", labels, sequence, met))
-        pairs = tally_pairs(self.cells)
+        pairs = self.tally_pairs
         for check in self.checks:
             # Shown by the interval its verdict turns on most: the one nearest undecided.
             read = [((self.cells[i].label,), self.claim_rates[i][0]) for i in check.rates]
