@@ -98,6 +98,7 @@ class Outcome:
     play_seconds: float = 0.0
     stop: dict | None = None  # how a run with a stop rule stopped (`Stopping.record`)
     beyond_stop: int = 0  # shards played past the stopping point, and removed
+    cancelled: list[int] = field(default_factory=list)  # shards in flight when the run stopped
     committed: int = 0
 
 
@@ -224,7 +225,7 @@ def run(
         if stopping is not None:
             progress.target = stopping.status
         if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
-            drop_beyond_stop(location, manifest, progress, outcome)
+            drop_beyond_stop(location, shards, manifest, progress, outcome)
         manifest.flush()
         if todo:
             progress.say(
@@ -390,7 +391,7 @@ def play_and_record(
         outcome.play_seconds = time.monotonic() - playing
         try:
             if manifest.stop_at is not None:
-                drop_beyond_stop(location, manifest, progress, outcome)
+                drop_beyond_stop(location, shards, manifest, progress, outcome)
             for entry, why in manifest.flush():  # interrupted: what is left to commit
                 progress.say(f"shard {entry.index}: {why}; not committed")
                 outcome.played -= 1
@@ -409,17 +410,30 @@ def play_and_record(
 
 
 def drop_beyond_stop(
-    location: Location, manifest: records.Manifest, progress: Progress, outcome: Outcome
+    location: Location,
+    shards: ShardPlan,
+    manifest: records.Manifest,
+    progress: Progress,
+    outcome: Outcome,
 ) -> None:
     """Shards committed past the stopping point (in flight when it was found, and done first)
-    are not part of the results: out of the manifest first, then their files."""
+    are not part of the results: out of the manifest first, then their files; and the files
+    the tasks cancelled at the stop may have left."""
     dropped = manifest.discard_beyond_stop()
-    if not dropped:
-        return
-    manifest.flush()
+    if dropped:
+        manifest.flush()
     for entry in dropped:
         for record in entry.files:
             location.delete(record.path)  # nothing there if it was never put in place
+    # A task cancelled at the stop may have written its files: at their final keys on an
+    # object store (locally they are under PARTIAL_DIR, which the run's end empties).
+    for index in outcome.cancelled:
+        if index > manifest.stop_at and index not in manifest:
+            for table in layout.table_names():
+                location.delete(shards[index].path(table))
+    outcome.cancelled = []
+    if not dropped:
+        return
     outcome.beyond_stop += len(dropped)
     progress.say(
         f"{len(dropped)} shard(s) played past the stopping point (shard {manifest.stop_at}) "
@@ -664,6 +678,7 @@ def play_all(
             ray.cancel(ref, force=True)
         if pending:  # and let it end, so that no file of it appears after the clean-up
             ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT)
+        outcome.cancelled = [shard.index for shard in pending.values()]
 
 
 class NodeWatch:

@@ -445,7 +445,8 @@ def test_a_stop_rule_stops_at_the_same_deal_on_the_store(s3, tmp_path):
     stored = sweep(config, s3.uri("stopped"))
     assert stored.exit_code == 0, stored.output
     assert json.loads(s3.read("stopped/run.json"))["stop"] == stop
-    assert run("validate", s3.uri("stopped")).exit_code == 0
+    checked = run("validate", s3.uri("stopped"))
+    assert checked.exit_code == 0, checked.output
     kept = stop["deals"]
     assert rows_of(s3, "stopped").equals(kernel_rows(text.replace(f"{N_DEALS}", f"{kept}", 1)))
     listed = {f"stopped/{f['path']}" for e in s3.entries("stopped") for f in e["files"]}
