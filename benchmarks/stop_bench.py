@@ -1,4 +1,4 @@
-"""What a stop rule costs, and what growing a sweep costs.
+"""What a stop rule costs, and what growing a sweep (by deals, by a cell) costs.
 
     python benchmarks/stop_bench.py [--config configs/strategies.toml] [--deals 1e8]
                                     [--grow 20000000]
@@ -11,6 +11,10 @@
 - **Growing.** `clocksweep run` (wall time, Ray's start included, each in its own process):
   the config at ``--grow`` deals, then grown to twice that, against a fresh run of twice
   that: the grown run's wall time against the fresh run's less the first's.
+- **Growing by a cell.** The config without its last strategy at ``--grow`` deals, then
+  grown by that strategy's `one_swap` cell (a cell group of one: it reads the other cells'
+  wins of each shard), against a sweep of that cell alone on the same deals: its tasks' time
+  against the lone cell's kernel time, and the two runs' wall times.
 """
 
 from __future__ import annotations
@@ -103,6 +107,49 @@ def grow_cost(config_path: str, deals: int) -> dict:
     }
 
 
+def entries_of(directory: Path) -> list[dict]:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    entries = list(manifest["shards"])
+    for page in manifest["pages"]:
+        entries += json.loads((directory / page["path"]).read_text())["shards"]
+    return entries
+
+
+def grow_cell_cost(config_path: str, deals: int) -> dict:
+    import tomllib
+
+    strategies = tomllib.loads(Path(config_path).read_text())["grid"]["strategy"]
+    fewer = ",".join(strategies[:-1])
+    with tempfile.TemporaryDirectory(prefix="clocksweep-grow-cell-") as work:
+        grown, alone = Path(work) / "grown", Path(work) / "alone"
+        common = [f"deals={deals}"]
+        first = timed_run(config_path, *common, f"grid.strategy={fewer}", f"output={grown}")
+        grow = timed_run(config_path, *common, f"output={grown}")
+        lone = timed_run(
+            config_path,
+            *common,
+            "grid.variant=one_swap",
+            f"grid.strategy={strategies[-1]}",
+            f"output={alone}",
+        )
+        added = entries_of(grown / "cells-1")
+        single = entries_of(alone)
+    task_seconds = sum(entry["seconds"] for entry in added)
+    kernel_alone = sum(entry["kernel_seconds"] for entry in single)
+    return {
+        "cell": f"one_swap {strategies[-1]}",
+        "deals": deals,
+        "first_seconds": round(first, 2),
+        "grow_seconds": round(grow, 2),
+        "alone_seconds": round(lone, 2),
+        "grow_tasks_seconds": round(task_seconds, 2),
+        "grow_kernel_seconds": round(sum(entry["kernel_seconds"] for entry in added), 2),
+        "alone_kernel_seconds": round(kernel_alone, 2),
+        "grow_tasks_over_alone_kernel": round(task_seconds / kernel_alone, 3),
+        "grow_wall_over_alone_wall": round(grow / lone, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "strategies.toml"))
@@ -112,6 +159,7 @@ def main() -> None:
     print(json.dumps(rule_cost(args.config, int(args.deals))))
     if args.grow:
         print(json.dumps(grow_cost(args.config, int(args.grow))))
+        print(json.dumps(grow_cell_cost(args.config, int(args.grow))))
 
 
 if __name__ == "__main__":

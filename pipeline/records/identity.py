@@ -51,3 +51,11 @@ def sweep_identity(*, seed: int, first: int, shard_size: int, record: str, cells
 def identity_hash(identity: dict) -> str:
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def group_identity(identity: dict, cells, grows: str | None) -> dict:
+    """The identity of a cell group of a sweep (`store.groups`): the sweep's, with the group's
+    cells, and for a group added by growth the hash of the first group it grows (so that its
+    files are never read as another sweep's)."""
+    grouped = {**identity, "cells": [cell_record(cell) for cell in cells]}
+    return grouped if grows is None else {**grouped, "grows": grows}

@@ -63,6 +63,7 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.engine import rules
 from pipeline.engine.record import NO_COUNT, NO_PILE
@@ -91,7 +92,7 @@ def _compiled_on_first_call(function):
     return call
 
 
-SUMMARY_SCHEMA_VERSION = "clocksweep-summary/1"
+SUMMARY_SCHEMA_VERSION = "clocksweep-summary/2"
 
 BLOCK = 13  # deals per block: "thirteen straight losses" (seed 001)
 
@@ -177,7 +178,7 @@ def _label_name(column: str) -> str:
 
 
 @functools.cache
-def _label_field_for(column: str) -> pa.Field:
+def label_column_field(column: str) -> pa.Field:
     base = label_field(_label_name(column))
     return pa.field(column, base.type, nullable=True, metadata=base.metadata)
 
@@ -185,9 +186,9 @@ def _label_field_for(column: str) -> pa.Field:
 def _schema(table: str) -> pa.Schema:
     keys, counts = TABLES[table]
     if table == "pairs":
-        fields = [_label_field_for(column) for column in keys]
+        fields = [label_column_field(column) for column in keys]
     else:
-        fields = [_label_field_for(column) for column in LABEL_COLUMNS]
+        fields = [label_column_field(column) for column in LABEL_COLUMNS]
         fields += [pa.field(column, VALUE_TYPES[column]) for column in keys]
     fields += [pa.field(column, pa.int64()) for column in counts]
     return pa.schema(fields)
@@ -198,7 +199,7 @@ SCHEMAS: dict[str, pa.Schema] = {table: _schema(table) for table in TABLES}
 
 def _label_array(column: str, values: list[str | None], index: np.ndarray) -> pa.Array:
     """A label column for rows whose cell is ``index`` (into ``values``, one per cell)."""
-    field = _label_field_for(column)
+    field = label_column_field(column)
     names = rules.AXES[_label_name(column)]
     codes = np.array([names.index(v) if v is not None else 0 for v in values], dtype=np.uint8)
     null = np.array([v is None for v in values], dtype=bool)
@@ -211,7 +212,7 @@ def _label_array(column: str, values: list[str | None], index: np.ndarray) -> pa
     )
 
 
-def _cell_labels(cells: Sequence[Cell], prefix: str, index: np.ndarray) -> dict[str, pa.Array]:
+def cell_labels(cells: Sequence[Cell], prefix: str, index: np.ndarray) -> dict[str, pa.Array]:
     return {
         f"{prefix}{name}": _label_array(
             f"{prefix}{name}", [getattr(cell, name) for cell in cells], index
@@ -374,6 +375,47 @@ def label_code_lut(cells: Sequence[Cell]) -> np.ndarray:
     return lut
 
 
+def label_codes(column: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A label column of a row batch: (dictionary index per row, index in the rules' names
+    per dictionary entry, then the names' count for null)."""
+    names = rules.AXES[name]
+    n = len(column)
+    if column.null_count == n:
+        return np.zeros(n, dtype=np.int8), np.array([len(names)])
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    dictionary = column.dictionary.to_pylist()
+    unknown = [v for v in dictionary if v not in names]
+    if unknown:
+        raise ValueError(f"{name}: {unknown[0]!r} is not a name of the rules")
+    indices = column.indices
+    if column.null_count:
+        indices = pc.fill_null(indices, len(dictionary))
+    return (
+        indices.to_numpy(zero_copy_only=False),
+        np.array([names.index(v) for v in dictionary] + [len(names)]),
+    )
+
+
+def batch_runs(batch, cell_lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A row batch's rows as runs of one cell: (cell index per run, starts, ends).
+
+    Labels come in long runs (a writer writes a cell's deals together), so each label's
+    changes are found by one vectorised comparison and only run starts are looked up.
+    """
+    n = batch.num_rows
+    labels = [(name, *label_codes(batch.column(name), name)) for name in LABEL_COLUMNS]
+    change = np.unique(
+        np.concatenate([np.flatnonzero(index[1:] != index[:-1]) + 1 for _, index, _ in labels])
+    )
+    starts = np.concatenate(([0], change)).astype(np.int64)
+    ends = np.concatenate((change, [n])).astype(np.int64)
+    code = np.zeros(len(starts), dtype=np.int64)
+    for (_, index, lut), radix in zip(reversed(labels), reversed(LABEL_RADICES)):
+        code = code * int(radix) + lut[index[starts].astype(np.int64)]
+    return cell_lut[code], starts, ends
+
+
 _EMPTY_F32 = np.zeros(0, dtype=np.float32)
 _EMPTY_I8 = np.zeros(0, dtype=np.int8)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
@@ -418,7 +460,7 @@ class FactCounts:
         cell, key = np.nonzero(self.tally)
         n = self.tally[cell, key]
         columns = {
-            **_cell_labels(self.cells, "", cell),
+            **cell_labels(self.cells, "", cell),
             "won": pa.array((key // FACT_RANGE**2).astype(bool)),
             "kings_at_bottom": pa.array((key // FACT_RANGE % FACT_RANGE).astype(np.int8)),
             "unvisited_at_third_king": pa.array((key % FACT_RANGE).astype(np.int8)),
@@ -622,7 +664,7 @@ class ShardSummary:
         )
         hint_value = np.concatenate(([0], HINT_VALUES))[hint].astype(np.float32)
         columns = {
-            **_cell_labels(self.cells, "", cell),
+            **cell_labels(self.cells, "", cell),
             "won": pa.array(won.astype(bool)),
             "down_at_stop": pa.array(down.astype(np.int8)),
             "hint": _masked(hint_value, hint == 0, pa.float32()),
@@ -638,7 +680,7 @@ class ShardSummary:
         won, value = key // value_range, key % value_range
         null = value == null_value if null_value is not None else np.zeros(len(value), dtype=bool)
         columns = {
-            **_cell_labels(self.cells, "", cell),
+            **cell_labels(self.cells, "", cell),
             "won": pa.array(won.astype(bool)),
             column: _masked(value, null, pa.int8()),
             "n": pa.array(n.astype(np.int64)),
@@ -718,12 +760,15 @@ def pair_counts(
     return out
 
 
-def pair_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None) -> pa.Table:
-    pairs = comparable_pairs(cells)
+def pair_table(
+    cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None, pairs=None
+) -> pa.Table:
+    """The ``pairs`` table of ``cells`` (``pairs``: those of `comparable_pairs` to count)."""
+    pairs = comparable_pairs(cells) if pairs is None else pairs
     counts = pair_counts(won, present, pairs)
     a = np.array([p[0] for p in pairs], dtype=np.int64)
     b = np.array([p[1] for p in pairs], dtype=np.int64)
-    columns = {**_cell_labels(cells, "a_", a), **_cell_labels(cells, "b_", b)}
+    columns = {**cell_labels(cells, "a_", a), **cell_labels(cells, "b_", b)}
     for i, name in enumerate(TABLES["pairs"][1]):
         columns[name] = pa.array(counts[:, i])
     return pa.table(columns, schema=SCHEMAS["pairs"])
@@ -749,7 +794,7 @@ def block_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | No
     _block_tally(won, won if present is None else present, present is not None, tally)
     cell_index, wins = np.nonzero(tally)
     columns = {
-        **_cell_labels(cells, "", cell_index.astype(np.int64)),
+        **cell_labels(cells, "", cell_index.astype(np.int64)),
         "wins": pa.array(wins.astype(np.int8)),
         "n": pa.array(tally[cell_index, wins].astype(np.int64)),
     }

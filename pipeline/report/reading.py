@@ -37,7 +37,7 @@ from pipeline.engine import rules
 from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
 from pipeline.records import summary
-from pipeline.store import files, layout, location, records, validate
+from pipeline.store import files, groups, layout, location, records, validate
 from pipeline.store.entries import RunRecord
 
 
@@ -65,12 +65,9 @@ class Loaded:
 
 def run_cells(run: RunRecord) -> list[Cell]:
     try:
-        return [
-            Cell(c["variant"], c.get("strategy"), c["finale"], c["order"], c.get("depth"))
-            for c in run.cells
-        ]
-    except (KeyError, TypeError, rules.RuleError) as error:
-        raise ReportError(f"run.json: its cells are not cells of the rules ({error})") from None
+        return groups.cells_of(run)
+    except layout.ResultsError as error:
+        raise ReportError(str(error)) from None
 
 
 def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
@@ -92,13 +89,13 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     if results.manifest_missing:
         raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
     cells = run_cells(run)
-    config_hash = run.config_hash
+    hashes = results.hashes
     schemas = files.expected_schemas(mode)
     plan = results.plan
     committed = [results.entries[index] for index in sorted(results.entries)]
 
     def verified(entry: dict) -> str | None:
-        return records.shard_problem(location, entry, plan[entry.index], config_hash, schemas)
+        return records.shard_problem(location, entry, plan[entry.index], hashes, schemas)
 
     workers = workers or min(len(committed), os.cpu_count() or 1) or 1
     decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
@@ -209,47 +206,6 @@ def _summed_deals(results):
     return tables, head_won
 
 
-def _label_codes(column: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """A label column of a row batch: (dictionary index per row, index in the rules' names
-    per dictionary entry, then the names' count for null)."""
-    names = rules.AXES[name]
-    n = len(column)
-    if column.null_count == n:
-        return np.zeros(n, dtype=np.int8), np.array([len(names)])
-    if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)
-    dictionary = column.dictionary.to_pylist()
-    unknown = [v for v in dictionary if v not in names]
-    if unknown:
-        raise ValueError(f"{name}: {unknown[0]!r} is not a name of the rules")
-    indices = column.indices
-    if column.null_count:
-        indices = pc.fill_null(indices, len(dictionary))
-    return (
-        indices.to_numpy(zero_copy_only=False),
-        np.array([names.index(v) for v in dictionary] + [len(names)]),
-    )
-
-
-def _batch_runs(batch, cell_lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A row batch's rows as runs of one cell: (cell index per run, starts, ends).
-
-    Labels come in long runs (a writer writes a cell's deals together), so each label's
-    changes are found by one vectorised comparison and only run starts are looked up.
-    """
-    n = batch.num_rows
-    labels = [(name, *_label_codes(batch.column(name), name)) for name in summary.LABEL_COLUMNS]
-    change = np.unique(
-        np.concatenate([np.flatnonzero(index[1:] != index[:-1]) + 1 for _, index, _ in labels])
-    )
-    starts = np.concatenate(([0], change)).astype(np.int64)
-    ends = np.concatenate((change, [n])).astype(np.int64)
-    code = np.zeros(len(starts), dtype=np.int64)
-    for (_, index, lut), radix in zip(reversed(labels), reversed(summary.LABEL_RADICES)):
-        code = code * int(radix) + lut[index[starts].astype(np.int64)]
-    return cell_lut[code], starts, ends
-
-
 def _filled(column: pa.Array, fill, dtype) -> np.ndarray:
     if column.null_count:
         column = pc.fill_null(column, fill)
@@ -286,7 +242,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
             parquet = pq.ParquetFile(file)
             for batch in _row_batches(parquet, DEAL_COLUMNS, decode_threads):
                 try:
-                    run_cells, starts, ends = _batch_runs(batch, cell_lut)
+                    run_cells, starts, ends = summary.batch_runs(batch, cell_lut)
                     columns = (
                         (batch.column("deal").to_numpy() - np.uint64(first)).view(np.int64),
                         batch.column("won").to_numpy(zero_copy_only=False),

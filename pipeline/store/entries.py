@@ -182,6 +182,8 @@ class RunRecord:
     record: str | None = None
     shards: dict | None = None
     stop: dict | None = None  # how a run with a stop rule stopped: see sweep.stopping
+    # The cell groups of a sweep grown by cells (`store.groups`): absent while it has one.
+    cell_groups: list[dict] | None = None
 
     ORDER = (
         "clocksweep",
@@ -192,6 +194,7 @@ class RunRecord:
         "result_schema",
         "record",
         "cells",
+        "cell_groups",
         "shards",
         "stop",
         "runs",
@@ -245,4 +248,20 @@ class RunRecord:
             is_count(shards.get(k), 1) for k in ("count", "size")
         ):
             raise RecordError(f"shards is {shards!r}, not an object with a count and a size")
+        groups = run.get("cell_groups")
+        if groups is not None and not (
+            isinstance(groups, list)
+            and groups
+            and all(
+                isinstance(g, dict)
+                and is_count(g.get("cells"), 1)
+                and isinstance(g.get("config_hash"), str)
+                for g in groups
+            )
+            and sum(g["cells"] for g in groups) == len(run["cells"])
+        ):
+            raise RecordError(
+                f"cell_groups is {groups!r}, not groups of cells (a count and a config hash "
+                "each) that add up to its cells"
+            )
         return cls(**{key: run.get(key) for key in cls.ORDER if key in run})

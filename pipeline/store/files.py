@@ -23,7 +23,14 @@ import pyarrow.parquet as pq
 from pipeline.engine import rules
 from pipeline.records import schema
 from pipeline.store.entries import FileRecord
-from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, METADATA_KEY, PARTIAL_DIR, TEMP_SUFFIX
+from pipeline.store.layout import (
+    DEALS_TABLE,
+    FACTS_TABLE,
+    METADATA_KEY,
+    PARTIAL_DIR,
+    TEMP_SUFFIX,
+    WINS_TABLE,
+)
 from pipeline.store.location import Location, exclusive
 from pipeline.store.plan import Shard
 
@@ -259,7 +266,9 @@ def expected_schemas(record_mode: str) -> dict[str, pa.Schema]:
     if record_mode == "deals":
         schemas = {DEALS_TABLE: schema.DEAL_WRITE_SCHEMA, FACTS_TABLE: summary.SCHEMAS[FACTS_TABLE]}
     else:
-        schemas = dict(summary.SCHEMAS)
+        from pipeline.records import wins
+
+        schemas = {**summary.SCHEMAS, WINS_TABLE: wins.WINS_SCHEMA}
     return {table: as_stored(table_schema) for table, table_schema in schemas.items()}
 
 

@@ -16,8 +16,11 @@ error of a directory that is not one this run may use.
   ``shards/<table>/shard-000012_deals-120000-129999.parquet``, so that each directory holds
   one schema and any Parquet reader can scan it whole. Record mode ``deals`` writes the
   per-deal rows (``shards/deals/``) and the deal facts counted (``shards/facts/``, the
-  summary table of that name); ``summary`` writes the six summary tables.
+  summary table of that name); ``summary`` writes the six summary tables and each cell's wins
+  deal by deal (``shards/wins/``, what a cell added later is paired with).
 - ``shards/.partial/``: files being written, or written and not yet committed (local paths).
+- ``cells-<k>/``: the cells a grown sweep added in its k-th growth (`store.groups`), with a
+  manifest, pages and shards of their own, laid out as above; run.json lists the groups.
 
 Clean-up is conservative: a run deletes only what it owns (files of its own naming in its own
 directories, reached without following a link, and not listed in the manifest); anything else
@@ -38,6 +41,7 @@ PARTIAL_DIR = f"{SHARDS_DIR}/.partial"  # files being written, or written and no
 REPORT_DIR = "report"
 DEALS_TABLE = "deals"
 FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts
+WINS_TABLE = "wins"  # a summary shard's wins, deal by deal: see records.wins
 METADATA_KEY = "clocksweep"
 TEMP_SUFFIX = ".tmp"
 # A committed shard file's name (see Shard.stem), a page of the manifest's (of shards first
@@ -49,6 +53,23 @@ STALE_TEMP_NAME = re.compile(
     rf"\.({re.escape(RUN_FILE)}|{re.escape(MANIFEST_FILE)}|{PAGE_FILE_NAME.pattern})"
     rf"\.\d+(-[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}"
 )
+
+
+# A cell group added to a grown sweep (see `store.groups`): a directory of its own, laid out as
+# the results directory is (its manifest, pages and shards), but for run.json.
+GROUP_DIR_NAME = re.compile(r"cells-([1-9]\d*)")
+
+
+def group_directory(group: int) -> str:
+    """Where cell group ``group`` keeps its files, relative to the results directory ("" for
+    the first group: the results directory itself)."""
+    return f"cells-{group}" if group else ""
+
+
+def group_of(path: str) -> int:
+    """The cell group a path relative to the results directory belongs to."""
+    name = GROUP_DIR_NAME.fullmatch(path.split("/", 1)[0])
+    return int(name[1]) if name and "/" in path else 0
 
 
 def page_path(first: int, last: int) -> str:
@@ -66,7 +87,7 @@ def table_names() -> tuple[str, ...]:
     where a shards directory is there to look into: the summary module imports Polars)."""
     from pipeline.records import summary
 
-    return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.TABLES]))
+    return tuple(dict.fromkeys([DEALS_TABLE, FACTS_TABLE, *summary.TABLES, WINS_TABLE]))
 
 
 def article(kind: str) -> str:

@@ -34,11 +34,22 @@ class Location:
         self.root = self.root.rstrip("/") or "/"
         self.guard = None  # called before every record is written: a lease's check
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
+        self.given_fs = filesystem is not None
 
     def __reduce__(self):
         # Travels to Ray workers as an address, not a filesystem object; a local path as the
         # absolute path resolved here, since a worker's working directory may differ.
         return (Location, (self.root if self.is_local else self.where,))
+
+    def child(self, name: str) -> Location:
+        """The directory ``name`` inside this one, as a location of its own (a URI keeps its
+        query: the store's endpoint and options)."""
+        if self.given_fs:
+            return Location(f"{self.root}/{name}", self.fs)
+        if self.is_local:
+            return Location(f"{self.root}/{name}")
+        base, mark, query = self.where.partition("?")
+        return Location(f"{base.rstrip('/')}/{name}{mark}{query}")
 
     def full(self, relative: str) -> str:
         return f"{self.root}/{relative}"

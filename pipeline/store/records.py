@@ -24,6 +24,7 @@ from pipeline.store.layout import (
     SHARDS_DIR,
     ResultsError,
     article,
+    group_of,
     page_path,
 )
 from pipeline.store.location import Location, os_error_text
@@ -133,12 +134,16 @@ def shard_problem(
     location: Location,
     entry: ShardEntry,
     shard: Shard,
-    config_hash: str,
+    config_hash: str | tuple[str, ...],
     schemas: dict[str, pa.Schema],
 ) -> str | None:
-    """The first problem of any file of a checked manifest entry (see `checked_entries`)."""
+    """The first problem of any file of a checked manifest entry (see `checked_entries`);
+    ``config_hash``: the hash its files carry, or one per cell group (`layout.group_of`)."""
     for record in entry.files:
-        problem = file_problem(location, record, config_hash, schemas.get(record.table), shard)
+        expected = (
+            config_hash if isinstance(config_hash, str) else config_hash[group_of(record.path)]
+        )
+        problem = file_problem(location, record, expected, schemas.get(record.table), shard)
         if problem:
             return problem
     return None
@@ -175,14 +180,34 @@ def run_record_mismatch(run: RunRecord) -> str | None:
         )
     except (KeyError, TypeError, rules.RuleError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
+    from pipeline.store.groups import recorded_groups
+
+    try:
+        cell_groups = recorded_groups(run)
+    except ResultsError as error:
+        return str(error)
+    # A grown sweep lists its cells group by group (`store.groups`): the grid's cells, in
+    # the order they were added, each group's hash its own.
+    grouped, hashes, grows = [], [], None
+    for group in cell_groups:
+        grouped += [identity.cell_record(cell) for cell in group.cells]
+        hashes.append(identity.identity_hash(identity.group_identity(recorded, group.cells, grows)))
+        grows = grows or hashes[0]
+    in_grid_order = (
+        sorted(grouped, key=recorded["cells"].index)
+        if all(cell in recorded["cells"] for cell in grouped)
+        else grouped
+    )
     cells_listed = [
         {key: value for key, value in cell.items() if key != "label"} for cell in run.cells
     ]
     checks = [
-        ("config_hash", run.config_hash, identity.identity_hash(recorded)),
+        ("config_hash", run.config_hash, hashes[0]),
+        ("cell_groups", [group.config_hash for group in cell_groups], hashes),
         ("deal_scheme", run.deal_scheme, recorded["deal_scheme"]),
         ("record", run.mode, config["record"]),
-        ("cells", cells_listed, recorded["cells"]),
+        ("cells", cells_listed, grouped),
+        ("cells", in_grid_order, recorded["cells"]),
     ]
     if run.shards is not None:
         planned = plan_shards(config["first"], config["deals"], config["shard_size"])
@@ -406,6 +431,8 @@ class Manifest:
         self.dirty = True
         self.last_write = 0.0
         self.write_seconds = 0.0  # how long the last write took
+        self.dropped_pages: list[str] = []  # page files no longer listed, once flushed
+        self._read_page: tuple[int, dict[int, ShardEntry]] | None = None
 
     def __contains__(self, index) -> bool:
         return index in self.open or index // self.page_shards in self.pages
@@ -501,12 +528,47 @@ class Manifest:
 
     def discard_beyond_stop(self) -> list[ShardEntry]:
         """The committed shards past the stopping point, taken out of the manifest (written at
-        the next flush; their files are the caller's to remove after it)."""
+        the next flush; their files, and the pages in ``dropped_pages``, are the caller's to
+        remove after it). A sealed page past it is opened again first (a cell group's pages
+        can be: only the last group's prefix is the rule's)."""
+        for page in sorted(self.pages):
+            if (page + 1) * self.page_shards - 1 > self.stop_at:
+                self._reopen(page)
         beyond = sorted(index for index in self.open if index > self.stop_at)
         for index in beyond:
             self.staged.pop(index, None)
         self.dirty = self.dirty or bool(beyond)
         return [self._drop(index) for index in beyond]
+
+    def _page_entries(self, page: PageRecord) -> list[ShardEntry]:
+        """A sealed page's entries, its bytes checked against its record first."""
+        with self.location.fs.open_input_file(self.location.full(page.path)) as file:
+            data = file.read()
+        if len(data) != page.bytes or hashlib.sha256(data).hexdigest() != page.sha256:
+            raise ResultsError(f"{page.path}: differs from the manifest (altered since sealed)")
+        return [ShardEntry.from_json(raw) for raw in json.loads(data)["shards"]]
+
+    def _reopen(self, page: int) -> None:
+        record = self.pages.pop(page)
+        entries = self._page_entries(record)
+        for entry in entries:
+            self.totals.add(entry, -1)
+        for entry in entries:
+            self._keep(entry)
+        self.dropped_pages.append(record.path)
+
+    def entry(self, index: int) -> ShardEntry | None:
+        """A committed shard's entry: from the open entries, or read from its page (the last
+        page read is kept: a run reads them in shard order)."""
+        if index in self.open:
+            return self.open[index]
+        page = index // self.page_shards
+        if page not in self.pages:
+            return None
+        if self._read_page is None or self._read_page[0] != page:
+            entries = self._page_entries(self.pages[page])
+            self._read_page = (page, {entry.index: entry for entry in entries})
+        return self._read_page[1].get(index)
 
     @staticmethod
     def _note(problems: list, index: int, problem: str | None) -> str | None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Container
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from pipeline.store.entries import RunRecord, ShardEntry
 from pipeline.store.files import expected_schemas
+from pipeline.store.groups import recorded_groups
 from pipeline.store.layout import (
     DEALS_TABLE,
     LOCK_FILE,
@@ -24,6 +25,7 @@ from pipeline.store.layout import (
     STALE_TEMP_NAME,
     ResultsError,
     article,
+    group_directory,
     table_names,
 )
 from pipeline.store.location import Location
@@ -50,6 +52,7 @@ class Survey:
     stale: list[str]  # temporary files of run.json, the manifest or its pages
     foreign: list[tuple[str, str]]  # (path, what it is): not ours, left alone
     blocking: list[tuple[str, str]]  # (path, what it is): where a file of ours must go
+    groups: int = 0  # the sweep's cell groups (see `survey`)
 
     @property
     def removable(self) -> list[str]:
@@ -59,12 +62,17 @@ class Survey:
 TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
 
 
-def survey(location: Location, committed: Container[str], partial_only: bool = False) -> Survey:
+def survey(
+    location: Location, committed: Container[str], partial_only: bool = False, groups: int = 0
+) -> Survey:
     """Everything in the results directory that is not in ``committed``: never following a
     symbolic link, so that nothing outside the results directory, and no committed file under
     another name, is ever counted as ours. ``partial_only``: what lies under PARTIAL_DIR
-    alone (what a run's end removes, without listing every committed file)."""
+    alone (what a run's end removes, without listing every committed file). ``groups``: the
+    sweep's cell groups, whose directories (`layout.group_directory`, surveyed on their own)
+    are not counted here."""
     found = Survey([], [], [], [], [])
+    found.groups = groups
     if partial_only and location.is_local:
         if location.kind(PARTIAL_DIR) == "directory":
             _survey_partial(location, found)
@@ -133,10 +141,13 @@ def _survey_local(location: Location, committed: Container[str], found: Survey) 
     def what(relative: str) -> str:
         return article(location.kind(relative))
 
+    group_dirs = {group_directory(index) for index in range(1, found.groups)}
     for entry in entries(""):
         if STALE_TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
             found.stale.append(entry.name)
-        elif entry.name not in TOP_NAMES:
+        elif entry.name in group_dirs and location.kind(entry.name) != "directory":
+            found.blocking.append((entry.name, what(entry.name)))
+        elif entry.name not in TOP_NAMES and entry.name not in group_dirs:
             found.foreign.append((entry.name, what(entry.name)))
     # Shard files are kept inside the results directory, where clean-up may reach them: a
     # link (to another disk, say) would leave what lies behind it neither cleaned nor checked.
@@ -194,6 +205,12 @@ class Results:
     unusable: str | None = None
     manifest_missing: bool = False
     listed_paths: frozenset[str] = frozenset()  # every file path the manifest lists
+    cell_groups: list = field(default_factory=list)  # `store.groups`: one, unless grown
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        """The config hash each cell group's files carry, by group (`layout.group_of`)."""
+        return tuple(group.config_hash for group in self.cell_groups) or (self.run.config_hash,)
 
 
 def stopped_deals(run: RunRecord) -> int:
@@ -245,16 +262,60 @@ def open_results(where: str | Location) -> Results:
                 f"{RUN_FILE} has {run.config_hash[:12]})"
             ),
         )
+    try:
+        cell_groups = recorded_groups(run)
+    except ResultsError as error:
+        return Results(location, run, plan, {}, [], unusable or str(error))
     mode = run.mode
-    shards, pages, page_problems = listed_entries(location, manifest, plan)
-    entries, problems = checked_entries(
-        shards,
+    schemas = expected_schemas(mode) if mode in ("deals", "summary") else {}
+    entries, problems, listed = group_entries(location, manifest, plan, cell_groups[0], schemas)
+    for group in cell_groups[1:]:
+        place = group.location(location)
+        try:
+            theirs = read_manifest(place)
+        except ResultsError as error:
+            theirs, why = None, str(error).removeprefix(f"{place.where}: ")
+        else:
+            why = f"{MANIFEST_FILE}: missing (none of its shards committed)"
+        if theirs is not None and theirs["config_hash"] != group.config_hash:
+            theirs, why = None, f"{MANIFEST_FILE}: belongs to another cell group or config"
+        if theirs is None:
+            problems.append((None, group.path(why)))
+            group_found, group_problems, group_listed = {}, [], frozenset()
+        else:
+            group_found, group_problems, group_listed = group_entries(
+                place, theirs, plan, group, schemas
+            )
+        problems += [(index, group.path(problem)) for index, problem in group_problems]
+        listed |= {group.path(path) for path in group_listed}
+        for index in sorted(entries):
+            mine = group_found.get(index)
+            if mine is None:
+                if theirs is not None and not any(i == index for i, _ in group_problems):
+                    problems.append(
+                        (index, f"{group.directory}: shard {index} of its cells is not committed")
+                    )
+                del entries[index]
+                continue
+            entries[index] = merged(entries[index], mine, group)
+    return Results(
+        location,
+        run,
         plan,
-        len(run.cells),
-        expected_schemas(mode) if mode in ("deals", "summary") else {},
+        entries,
+        problems,
+        unusable,
+        listed_paths=frozenset(listed),
+        cell_groups=cell_groups,
     )
-    problems = page_problems + problems
-    listed = frozenset(
+
+
+def group_entries(location: Location, manifest: dict, plan: ShardPlan, group, schemas):
+    """A cell group's manifest entries checked against the plan, (index or None, problem) of
+    the rest, and every path its manifest lists (relative to the group's directory)."""
+    shards, pages, page_problems = listed_entries(location, manifest, plan)
+    entries, problems = checked_entries(shards, plan, len(group.cells), schemas)
+    listed = set(
         [
             record["path"]
             for entry in shards
@@ -263,7 +324,41 @@ def open_results(where: str | Location) -> Results:
         ]
         + pages
     )  # raw JSON
-    return Results(location, run, plan, entries, problems, unusable, listed_paths=listed)
+    return entries, page_problems + problems, listed
+
+
+def merged(entry: ShardEntry, more: ShardEntry, group) -> ShardEntry:
+    """A shard's entry with a later cell group's files (paths relative to the results
+    directory) and cells; the later group's tally counts every cell up to it."""
+    return replace(
+        entry,
+        cells=entry.cells + more.cells,
+        rows=entry.rows + more.rows,
+        files=entry.files
+        + tuple(replace(record, path=group.path(record.path)) for record in more.files),
+        tally=more.tally,
+    )
+
+
+def survey_groups(results: Results) -> Survey:
+    """`survey` of the results directory and of each cell group's, paths relative to the
+    results directory."""
+    location, cell_groups = results.location, results.cell_groups
+    found = survey(location, set(results.listed_paths), groups=len(cell_groups))
+    for group in cell_groups[1:]:
+        place = group.location(location)
+        if not place.exists():
+            continue
+        prefix = group.path("")
+        theirs = survey(
+            place, {p.removeprefix(prefix) for p in results.listed_paths if p.startswith(prefix)}
+        )
+        found.uncommitted += [group.path(path) for path in theirs.uncommitted]
+        found.partial += [group.path(path) for path in theirs.partial]
+        found.stale += [group.path(path) for path in theirs.stale]
+        found.foreign += [(group.path(path), what) for path, what in theirs.foreign]
+        found.blocking += [(group.path(path), what) for path, what in theirs.blocking]
+    return found
 
 
 def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str]:
@@ -307,7 +402,7 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
     rows = size = row_bytes = files = 0
     for index in sorted(results.entries):
         entry = results.entries[index]
-        problem = shard_problem(location, entry, plan[index], run.config_hash, schemas)
+        problem = shard_problem(location, entry, plan[index], results.hashes, schemas)
         if problem:
             problems.append(problem)
             broken.add(index)
@@ -327,7 +422,7 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown)
             + more
         )
-    found = survey(location, set(results.listed_paths))
+    found = survey_groups(results)
     for path in found.uncommitted:
         problems.append(
             f"{path}: not committed in the manifest (readers of the directory "

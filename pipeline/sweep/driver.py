@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from pipeline import __version__
 from pipeline.records import identity
-from pipeline.store import layout, records, validate
+from pipeline.store import groups, layout, records, validate
 from pipeline.store.entries import RunRecord, ShardEntry
 from pipeline.store.files import expected_schemas
 from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
@@ -39,7 +39,7 @@ from pipeline.sweep.cluster import connect, connect_seconds, deadline, error_lin
 from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
 from pipeline.sweep.stopping import Stopping, tally_pairs
-from pipeline.sweep.task import ShardJob, play_shard
+from pipeline.sweep.task import PlayedGroup, ShardJob, play_shard
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
 CANCEL_WAIT = 5.0  # seconds the end of a run waits for the tasks it cancelled to end
@@ -100,6 +100,7 @@ class Outcome:
     beyond_stop: int = 0  # shards played past the stopping point, and removed
     cancelled: list[int] = field(default_factory=list)  # shards in flight when the run stopped
     committed: int = 0
+    cells: int = 0  # every cell group's
 
 
 def now() -> str:
@@ -150,13 +151,48 @@ def stopped_by_signals(seen: SignalsSeen):
 
 
 @dataclass
+class Part:
+    """A cell group of the sweep as a run plays it: its directory and committed shards."""
+
+    group: groups.CellGroup
+    location: Location
+    manifest: records.Manifest
+    found: validate.Survey | None = None  # what else lies in its directory
+
+    @property
+    def cells(self) -> int:
+        return len(self.group.cells)
+
+
+@dataclass
 class State:
     """What a run found in its results directory, before it changes anything there."""
 
     previous: RunRecord | None  # the run record, if there is one this run keeps
-    manifest: records.Manifest  # the committed shards that still verify
-    notes: list[tuple[int | None, str]]  # (shard or None, why) of what could not be kept
-    found: validate.Survey  # what else lies there
+    parts: list[Part]  # its cell groups (one but for a sweep grown by cells)
+    notes: list[tuple[int | None, str, int]]  # (shard or None, why, group) of what was not kept
+    stopping: Stopping | None  # the stop rule, over every group's cells
+
+    @property
+    def manifest(self) -> records.Manifest:
+        """The last group's committed shards: a stop rule reads its prefix (its tallies
+        count every cell), and a shard is committed in every group once it is there."""
+        return self.parts[-1].manifest
+
+    @property
+    def cells(self) -> list:
+        return groups.sweep_cells([part.group for part in self.parts])
+
+
+def tasks_left(parts: list[Part], shards: ShardPlan) -> int:
+    """Shards of every group not committed (to the stopping point, if the rule has one)."""
+    stop = parts[-1].manifest.stop_at
+    planned = shards.count if stop is None else stop + 1
+    left = 0
+    for part in parts:
+        beyond = 0 if stop is None else sum(1 for index in part.manifest.open if index > stop)
+        left += planned - (len(part.manifest) - beyond)
+    return left
 
 
 def run(
@@ -193,15 +229,22 @@ def run(
     started_ray, refused = False, True
     signals, seen = ExitStack(), SignalsSeen()
     try:
-        stopping = Stopping(config.stop, config.cells, config.deals) if config.stop else None
-        state = read_state(location, config, fresh, shards, stopping)
+        state = read_state(location, config, fresh, shards)
         if lock is not None:
             lock.claim()
+        parts, stopping = state.parts, state.stopping
         manifest = state.manifest
-        todo = 0 if manifest.stop_at is not None else shards.count - len(manifest)
-        outcome.skipped = len(manifest)
+        if manifest.stop_at is not None:
+            for part in parts:
+                part.manifest.stop_at = manifest.stop_at
+        todo = tasks_left(parts, shards)
+        outcome.skipped = sum(len(part.manifest) for part in parts)
         outcome.redone = sorted(
-            {index for index, _ in state.notes if index is not None and index not in manifest}
+            {
+                index
+                for index, _, group in state.notes
+                if index is not None and index not in parts[group].manifest
+            }
         )
         cluster = None
         if todo:
@@ -212,29 +255,36 @@ def run(
 
         progress = Progress(
             stream,
-            shards.count,
-            config.deals,
+            shards.count * len(parts),
+            config.deals * len(parts),
             outcome.skipped,
-            manifest.totals.deals,
+            sum(part.manifest.totals.deals for part in parts),
         )
         clean_up(location, state, fresh, progress)
         run_record = start_run_record(
-            config, state.previous if not fresh else None, cluster, todo, outcome.skipped
+            config,
+            state.previous if not fresh else None,
+            cluster,
+            todo,
+            outcome.skipped,
+            [part.group for part in parts],
         )
         location.write_json(RUN_FILE, run_record.to_json())
         if stopping is not None:
             progress.target = stopping.status
         if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
-            drop_beyond_stop(location, shards, manifest, progress, outcome)
-        manifest.flush()
+            drop_beyond_stop(shards, parts, progress, outcome)
+        for part in parts:
+            part.manifest.flush()
         if todo:
+            what = "shards" if len(parts) == 1 else f"shards x {len(parts)} cell groups"
             progress.say(
-                f"{'up to ' if config.stop else ''}{todo:,} of {shards.count:,} shards to play "
-                f"({outcome.skipped} already committed) on "
+                f"{'up to ' if config.stop else ''}{todo:,} of {shards.count * len(parts):,} "
+                f"{what} to play ({outcome.skipped} already committed) on "
                 f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)"
             )
             play_and_record(
-                config, location, shards, manifest, progress, outcome, task, run_record, stopping
+                config, location, shards, parts, progress, outcome, task, run_record, stopping
             )
         else:
             run_record.stop = stopping.record(manifest.stop_at) if stopping else None
@@ -264,11 +314,14 @@ def run(
         raise interrupted
 
     outcome.seconds = time.monotonic() - clock
-    totals = manifest.totals
-    outcome.committed = len(manifest)
+    every = [part.manifest.totals for part in parts]
+    outcome.committed = min(totals.shards for totals in every)
     outcome.stop = run_record.stop  # as run.json records it
-    outcome.deals, outcome.rows = totals.deals, totals.rows
-    outcome.bytes, outcome.row_bytes = totals.bytes, totals.row_bytes
+    outcome.deals = min(totals.deals for totals in every)
+    outcome.rows = sum(totals.rows for totals in every)
+    outcome.bytes = sum(totals.bytes for totals in every)
+    outcome.row_bytes = sum(totals.row_bytes for totals in every)
+    outcome.cells = len(state.cells)
     return outcome
 
 
@@ -277,11 +330,11 @@ def read_state(
     config: SweepConfig,
     fresh: bool,
     shards: ShardPlan,
-    stopping: Stopping | None = None,
 ) -> State:
     """Read the results directory (the lock held): refuse one that is not ours, or not this
-    config's unless ``fresh``; keep the committed shards that still verify, telling
-    ``stopping`` of the prefix they make, in order."""
+    sweep's unless ``fresh``; find its cell groups (one more if the config adds cells); keep
+    each group's committed shards that still verify, the last group's telling the stop rule
+    of the prefix they make, in order."""
     waiting = (
         nullcontext()
         if location.is_local
@@ -290,44 +343,99 @@ def read_state(
     try:
         with waiting:
             previous, listed = read_previous(location, config, fresh)
-            resumed = listed is not None and not fresh and listed["config_hash"] == config.hash
-            if resumed:
-                refuse_shrinking(config, listed)
-            manifest = records.Manifest(
-                location, config.hash, listed["page_shards"] if resumed else None
-            )
-            if stopping is not None:
-                manifest.on_prefix = lambda entry: stopping.add(
-                    entry.deals, entry.tally["wins"], entry.tally["pairs"]
+            if previous is None or fresh:
+                cell_groups = [groups.first_group(config.identity(), config.cells)]
+            else:
+                cell_groups = groups.grown_groups(
+                    config.identity(),
+                    config.cells,
+                    groups.recorded_groups(previous),
+                    config.output,
                 )
-                manifest.tally_shape = (len(config.cells), len(stopping.tally_pairs))
-            notes: list[tuple[int | None, str]] = []
-            if listed is not None and not fresh:
-                if listed["config_hash"] != config.hash:
-                    notes.append(
-                        (
-                            None,
-                            f"{MANIFEST_FILE} belongs to another config (hash "
-                            f"{listed['config_hash'][:12]}), so every shard is redone",
-                        )
-                    )
-                else:
-                    notes = manifest.load_verified(
-                        listed, shards, len(config.cells), expected_schemas(config.record)
-                    )
-            found = validate.survey(location, set() if fresh else manifest.committed_paths())
+            cells = groups.sweep_cells(cell_groups)
+            stopping = Stopping(config.stop, cells, config.deals) if config.stop else None
+            parts, notes = [], []
+            for group in cell_groups:
+                place = group.location(location)
+                if group.index:
+                    listed = None if fresh else readable_manifest(place, config, fresh)
+                part = Part(group, place, None)
+                rule = stopping if group is cell_groups[-1] else None
+                for index, problem in load_part(
+                    part, listed, config, fresh, shards, rule, len(cells)
+                ):
+                    notes.append((index, f"{group.path('')}{problem}", group.index))
+                parts.append(part)
+            for part in parts:
+                part.found = validate.survey(
+                    part.location,
+                    set() if fresh else part.manifest.committed_paths(),
+                    groups=len(parts) if part.group.index == 0 else 0,
+                )
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
         raise layout.ResultsError(
             f"output: {config.output}: cannot be read "
             f"({(str(error).strip().splitlines() or [''])[0]})"
         ) from None
-    if found.blocking:
-        path, what = found.blocking[0]
+    for part in parts:
+        if part.found.blocking:
+            path, what = part.found.blocking[0]
+            raise layout.ResultsError(
+                f"output: {config.output}: {part.group.path(path)} is {what} where clocksweep "
+                "keeps its own files; move it away"
+            )
+    return State(previous, parts, notes, stopping)
+
+
+def readable_manifest(place: Location, config: SweepConfig, fresh: bool) -> dict | None:
+    """A cell group's manifest (None if there is none, or --fresh replaces one that cannot be
+    read); ResultsError naming what is wrong with it."""
+    try:
+        return records.read_manifest(place)
+    except layout.ResultsError as error:
+        if fresh:
+            return None
         raise layout.ResultsError(
-            f"output: {config.output}: {path} is {what} where clocksweep "
-            "keeps its own files; move it away"
+            f"output: {config.output}: {str(error).removeprefix(place.where + ': ')}"
+        ) from None
+
+
+def load_part(
+    part: Part,
+    listed: dict | None,
+    config: SweepConfig,
+    fresh: bool,
+    shards: ShardPlan,
+    stopping: Stopping | None = None,
+    n_cells: int = 0,
+) -> list[tuple[int | None, str]]:
+    """Give ``part`` its manifest: the committed shards of ``listed`` that still verify
+    (``stopping``: told of their prefix, over ``n_cells`` cells); (shard or None, why) of the
+    rest."""
+    group = part.group
+    resumed = listed is not None and not fresh and listed["config_hash"] == group.config_hash
+    if resumed:
+        refuse_shrinking(config, listed)
+    manifest = records.Manifest(
+        part.location, group.config_hash, listed["page_shards"] if resumed else None
+    )
+    part.manifest = manifest
+    if stopping is not None:
+        manifest.on_prefix = lambda entry: stopping.add(
+            entry.deals, entry.tally["wins"], entry.tally["pairs"]
         )
-    return State(previous, manifest, notes, found)
+        manifest.tally_shape = (n_cells, len(stopping.tally_pairs))
+    if listed is None or fresh:
+        return []
+    if listed["config_hash"] != group.config_hash:
+        return [
+            (
+                None,
+                f"{MANIFEST_FILE} belongs to another config (hash "
+                f"{listed['config_hash'][:12]}), so every shard is redone",
+            )
+        ]
+    return manifest.load_verified(listed, shards, len(group.cells), expected_schemas(config.record))
 
 
 def refuse_shrinking(config: SweepConfig, listed: dict) -> None:
@@ -346,30 +454,37 @@ def refuse_shrinking(config: SweepConfig, listed: dict) -> None:
 def clean_up(location: Location, state: State, fresh: bool, progress: Progress) -> None:
     """Say what could not be kept; remove what is ours and not committed (with --fresh, the
     old results too); name what is not ours, and leave it."""
-    for index, problem in state.notes:
-        kept = index is not None and index in state.manifest
+    for index, problem, group in state.notes:
+        kept = index is not None and index in state.parts[group].manifest
         progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
     if fresh and location.kind(RUN_FILE) == "file":
-        # The results are replaced: their manifest, and the report, which went with them.
+        # The results are replaced: their manifest, and the report, which went with them; and
+        # the cell groups the old run record names.
         for name in (MANIFEST_FILE, layout.PAGES_DIR, layout.REPORT_DIR):
             location.delete(name)
-    found = state.found
-    for path in found.removable:
-        location.delete(path)
-    location.prune_partial()
-    if found.removable:
-        progress.say(f"removed {len(found.removable)} uncommitted file(s) of an earlier run")
-    for path, what in found.foreign[:5]:
+        for group in groups.recorded_groups(state.previous)[1:] if state.previous else []:
+            location.delete(group.directory)
+    removed, foreign = 0, []
+    for part in state.parts:
+        found = part.found
+        for path in found.removable:
+            part.location.delete(path)
+        part.location.prune_partial()
+        removed += len(found.removable)
+        foreign += [(part.group.path(path), what) for path, what in found.foreign]
+    if removed:
+        progress.say(f"removed {removed} uncommitted file(s) of an earlier run")
+    for path, what in foreign[:5]:
         progress.say(f"left alone: {path} ({what}; not written by clocksweep)")
-    if len(found.foreign) > 5:
-        progress.say(f"left alone: {len(found.foreign) - 5} more paths not written by clocksweep")
+    if len(foreign) > 5:
+        progress.say(f"left alone: {len(foreign) - 5} more paths not written by clocksweep")
 
 
 def play_and_record(
     config: SweepConfig,
     location: Location,
     shards: ShardPlan,
-    manifest: records.Manifest,
+    parts: list[Part],
     progress: Progress,
     outcome: Outcome,
     task,
@@ -379,23 +494,25 @@ def play_and_record(
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
     playing = time.monotonic()
+    manifest = parts[-1].manifest
 
     def node_lost(node: dict) -> None:  # recorded as it happens, not only at the end
         run_record.runs[-1].setdefault("nodes_lost", []).append(node)
         location.write_json(RUN_FILE, run_record.to_json())
 
     try:
-        play_all(config, location, shards, manifest, progress, outcome, task, node_lost)
+        play_all(config, shards, parts, progress, outcome, task, node_lost)
         status = "failed" if outcome.failed else "complete"
     finally:
         outcome.play_seconds = time.monotonic() - playing
         try:
             if manifest.stop_at is not None:
-                drop_beyond_stop(location, shards, manifest, progress, outcome)
-            for entry, why in manifest.flush():  # interrupted: what is left to commit
-                progress.say(f"shard {entry.index}: {why}; not committed")
-                outcome.played -= 1
-                outcome.played_deals -= entry.deals
+                drop_beyond_stop(shards, parts, progress, outcome)
+            for part in parts:
+                for entry, why in part.manifest.flush():  # interrupted: what is left to commit
+                    progress.say(f"shard {entry.index}: {why}; not committed")
+                    outcome.played -= 1
+                    outcome.played_deals -= entry.deals
             progress.close()
             run_record.stop = stopping.record(manifest.stop_at) if stopping else None
             run_record.runs[-1].update(
@@ -406,37 +523,44 @@ def play_and_record(
             )
             location.write_json(RUN_FILE, run_record.to_json())
         finally:
-            remove_partial_files(location)
+            for part in parts:
+                remove_partial_files(part.location)
 
 
 def drop_beyond_stop(
-    location: Location,
-    shards: ShardPlan,
-    manifest: records.Manifest,
-    progress: Progress,
-    outcome: Outcome,
+    shards: ShardPlan, parts: list[Part], progress: Progress, outcome: Outcome
 ) -> None:
-    """Shards committed past the stopping point (in flight when it was found, and done first)
-    are not part of the results: out of the manifest first, then their files; and the files
-    the tasks cancelled at the stop may have left."""
-    dropped = manifest.discard_beyond_stop()
-    if dropped:
-        manifest.flush()
-    for entry in dropped:
-        for record in entry.files:
-            location.delete(record.path)  # nothing there if it was never put in place
-    # A task cancelled at the stop may have written its files: at their final keys on an
-    # object store (locally they are under PARTIAL_DIR, which the run's end empties).
-    for index in outcome.cancelled:
-        if index > manifest.stop_at and index not in manifest:
-            for table in layout.table_names():
-                location.delete(shards[index].path(table))
+    """Shards committed past the stopping point (in flight when it was found, and done first;
+    or, in a group before the last, played by an earlier run) are not part of the results:
+    out of the manifest first, then their files; and the files the tasks cancelled at the
+    stop may have left."""
+    stop_at = parts[-1].manifest.stop_at
+    removed = 0
+    for number, part in enumerate(parts):
+        manifest, location = part.manifest, part.location
+        manifest.stop_at = stop_at
+        dropped = manifest.discard_beyond_stop()
+        if dropped or manifest.dropped_pages:
+            manifest.flush()
+        for entry in dropped:
+            for record in entry.files:
+                location.delete(record.path)  # nothing there if it was never put in place
+        for path in manifest.dropped_pages:
+            location.delete(path)
+        manifest.dropped_pages = []
+        # A task cancelled at the stop may have written its files: at their final keys on an
+        # object store (locally they are under PARTIAL_DIR, which the run's end empties).
+        for index, group in outcome.cancelled:
+            if group == number and index > stop_at and index not in manifest:
+                for table in layout.table_names():
+                    location.delete(shards[index].path(table))
+        removed += len(dropped)
     outcome.cancelled = []
-    if not dropped:
+    if not removed:
         return
-    outcome.beyond_stop += len(dropped)
+    outcome.beyond_stop += removed
     progress.say(
-        f"{len(dropped)} shard(s) played past the stopping point (shard {manifest.stop_at}) "
+        f"{removed} shard(s) played past the stopping point (shard {stop_at}) "
         "were removed: the results are the shards up to it"
     )
 
@@ -487,37 +611,46 @@ def read_previous(
     version = records.version_problem(previous)
     if version and not fresh:
         raise layout.ResultsError(f"output: {where}: {version}")
-    if previous.config_hash != config.hash and not fresh:
-        raise layout.ResultsError(
-            f"output: {where} holds results of another config (hash "
-            f"{previous.config_hash[:12]}, this one {config.hash[:12]}); "
-            "use --fresh to replace them, or choose another output"
-        )
     return previous, listed
 
 
-def provenance(config: SweepConfig) -> dict:
-    """What every shard file carries in its Parquet metadata (no host, no time: see store.files)."""
+def provenance(
+    config: SweepConfig, group: groups.CellGroup | None = None, grows: str | None = None
+) -> dict:
+    """What every shard file of a cell group (by default the config's cells, one group)
+    carries in its Parquet metadata (no host, no time: see store.files)."""
+    group = group or groups.first_group(config.identity(), config.cells)
     return {
         "clocksweep": __version__,
         "name": config.name,
-        "config_hash": config.hash,
-        "sweep": config.identity(),
+        "config_hash": group.config_hash,
+        "sweep": identity.group_identity(config.identity(), group.cells, grows),
     }
 
 
 def start_run_record(
-    config: SweepConfig, previous: RunRecord | None, cluster: dict | None, todo: int, skipped: int
+    config: SweepConfig,
+    previous: RunRecord | None,
+    cluster: dict | None,
+    todo: int,
+    skipped: int,
+    cell_groups: list[groups.CellGroup] | None = None,
 ) -> RunRecord:
+    sweep = config.identity()
+    cell_groups = cell_groups or [groups.first_group(sweep, config.cells)]
     record = RunRecord(
         clocksweep=__version__,
-        config_hash=config.hash,
+        config_hash=cell_groups[0].config_hash,
         config=config.resolved(),
         config_source=config.source,
-        deal_scheme=config.identity()["deal_scheme"],
-        result_schema=config.identity()["result_schema"],
+        deal_scheme=sweep["deal_scheme"],
+        result_schema=sweep["result_schema"],
         record=config.record,
-        cells=[{**identity.cell_record(cell), "label": cell.label} for cell in config.cells],
+        cells=[
+            {**identity.cell_record(cell), "label": cell.label}
+            for cell in groups.sweep_cells(cell_groups)
+        ],
+        cell_groups=[group.to_json() for group in cell_groups] if len(cell_groups) > 1 else None,
         shards={
             "count": config.n_shards,
             "size": config.shard_size,
@@ -547,89 +680,146 @@ def start_run_record(
 
 def play_all(
     config: SweepConfig,
-    location: Location,
     shards: ShardPlan,
-    manifest: records.Manifest,
+    parts: list[Part],
     progress: Progress,
     outcome: Outcome,
     task,
     node_lost=None,
 ) -> None:
-    """Keep tasks in flight until every shard is committed or out of attempts. A full disk
-    stops the run (layout.ResultsError): every attempt would fail the same way. A node the
-    cluster loses is reported as Ray finds it dead and passed to ``node_lost`` (a dict of
-    node_id, address and when it was lost); its shards fail and are played again on the
-    other nodes."""
+    """Keep tasks in flight until every shard of every cell group is committed or out of
+    attempts. A task plays one shard of one group; a group's shard waits for the groups
+    before it to commit theirs (it reads their wins). A full disk stops the run
+    (layout.ResultsError): every attempt would fail the same way. A node the cluster loses is
+    reported as Ray finds it dead and passed to ``node_lost`` (a dict of node_id, address and
+    when it was lost); its shards fail and are played again on the other nodes."""
     import ray
 
     remote = ray.remote(num_cpus=1, max_retries=0)(task)
     in_flight = max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
-    common = {
-        "location": location,
-        "seed": config.seed,
-        "cells": tuple(config.cells),
-        "record": config.record,
-        "provenance": provenance(config),
-        # Tallied whether or not this run has a stop rule: a later run may add one.
-        "tally_pairs": tuple(tally_pairs(config.cells)),
-    }
-    # Made as they are asked for: a plan can hold more shards than memory.
-    upcoming = (shard for shard in shards if shard.index not in manifest)
+    manifest = parts[-1].manifest  # the stop rule's
+    grows = parts[0].group.config_hash if len(parts) > 1 else None
+    common = []
+    for number, part in enumerate(parts):
+        cells = groups.sweep_cells([p.group for p in parts[: number + 1]])
+        common.append(
+            {
+                "location": part.location,
+                "seed": config.seed,
+                "cells": part.group.cells,
+                "record": config.record,
+                "provenance": provenance(config, part.group, grows if number else None),
+                # Tallied whether or not this run has a stop rule: a later run may add one.
+                "tally_pairs": tuple(tally_pairs(cells)),
+            }
+        )
+    wins_table = layout.DEALS_TABLE if config.record == "deals" else layout.WINS_TABLE
+
+    # (shard, group) in shard order, made as they are asked for: a plan can hold more shards
+    # than memory.
+    upcoming = (
+        (shard, number)
+        for shard in shards
+        for number, part in enumerate(parts)
+        if shard.index not in part.manifest
+    )
     # Under a stop rule, shards past the point are played for nothing: while some are in
     # flight, none is started more than this far past the prefix the rule has read.
     ahead = STOP_AHEAD * in_flight if config.stop else None
-    held: Shard | None = None  # the next shard, waiting for the prefix to catch up
-    retries: deque[Shard] = deque()
-    attempts: dict[int, int] = {}
+    waiting: list[tuple[Shard, int]] = []  # next in order, not ready yet
+    retries: deque[tuple[Shard, int]] = deque()
+    attempts: dict[tuple[int, int], int] = {}
     pending = {}
     report_removed = False
     allowed = 1 + config.max_retries
     watch = NodeWatch(ray)
 
-    def failed(shard: Shard, why: str) -> None:
+    def failed(unit: tuple[Shard, int], why: str) -> None:
         """An attempt that did not end in a commit: reported, then retried while it may be."""
+        shard, number = unit
         progress.failures += 1
-        tried = attempts[shard.index]
+        tried = attempts[shard.index, number]
         again = tried < allowed
+        where = f" of {parts[number].group.directory}" if number else ""
         progress.say(
-            f"shard {shard.index} ({shard.first}-{shard.last}) failed, attempt {tried} "
+            f"shard {shard.index} ({shard.first}-{shard.last}){where} failed, attempt {tried} "
             f"of {allowed}: {why}; {'retrying' if again else 'giving up'}"
         )
         if again:
-            retries.appendleft(shard)
+            retries.appendleft(unit)
         else:
             outcome.failed.append(shard.index)
 
-    def settle(rejected: list[tuple[ShardEntry, str]]) -> None:
+    def settle(rejected: list[tuple[ShardEntry, str]], number: int) -> None:
         """Shards the manifest could not commit (their files could not be put in place)."""
         for entry, why in rejected:
             shard = shards[entry.index]
-            attempts[shard.index] = entry.attempts
+            attempts[shard.index, number] = entry.attempts
             outcome.played -= 1
             outcome.played_deals -= shard.count
             progress.done_shards -= 1
             progress.done_deals -= shard.count
-            failed(shard, why)
+            failed((shard, number), why)
+
+    def earlier(unit: tuple[Shard, int]) -> tuple[PlayedGroup, ...] | None:
+        """The groups before the unit's, whose wins it reads: None until each has committed
+        the shard, and put its files in place."""
+        shard, number = unit
+        if ahead and pending and shard.index >= manifest.prefix + ahead:
+            return None
+        played = []
+        for before, part in enumerate(parts[:number]):
+            if shard.index in part.manifest.staged:
+                settle(part.manifest.flush(), before)
+            entry = part.manifest.entry(shard.index)
+            if entry is None or shard.index in part.manifest.staged:
+                return None
+            played.append(
+                PlayedGroup(part.location, part.group.cells, entry.files_of(wins_table)[0])
+            )
+        return tuple(played)
+
+    def next_unit():
+        waiting[:0] = retries  # first, and ready as any other once what they read is there
+        retries.clear()
+        for position, unit in enumerate(waiting):
+            reads = earlier(unit)
+            if reads is not None:
+                del waiting[position]
+                return unit, reads
+        while len(waiting) < in_flight:
+            unit = next(upcoming, None)
+            if unit is None:
+                return None, None
+            reads = earlier(unit)
+            if reads is not None:
+                return unit, reads
+            waiting.append(unit)
+        return None, None
 
     try:
         while True:
             while len(pending) < in_flight and manifest.stop_at is None:
-                if retries:
-                    shard = retries.popleft()
-                else:
-                    shard, held = held or next(upcoming, None), None
-                    if shard is not None and ahead and pending:
-                        if shard.index >= manifest.prefix + ahead:
-                            held = shard
-                            break
-                if shard is None:
+                unit, reads = next_unit()
+                if unit is None:
                     break
-                attempts[shard.index] = attempts.get(shard.index, 0) + 1
-                job = ShardJob(shard=shard, attempt=attempts[shard.index], **common)
-                pending[remote.remote(job)] = shard
+                shard, number = unit
+                attempts[shard.index, number] = attempts.get((shard.index, number), 0) + 1
+                job = ShardJob(
+                    shard=shard,
+                    attempt=attempts[shard.index, number],
+                    earlier=reads,
+                    **common[number],
+                )
+                pending[remote.remote(job)] = unit
             if not pending:
-                settle(manifest.flush())
-                if retries:
+                for number, part in enumerate(parts):
+                    settle(part.manifest.flush(), number)
+                if retries or (
+                    waiting
+                    and manifest.stop_at is None
+                    and any(earlier(unit) is not None for unit in waiting)
+                ):
                     continue
                 break
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_INTERVAL)
@@ -639,29 +829,34 @@ def play_all(
                 if rest:
                     ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
             for ref in ready:
-                shard = pending.pop(ref)
+                unit = pending.pop(ref)
+                shard, number = unit
                 try:
                     entry = ray.get(ref)
                 except Exception as error:  # a task's failure is reported, then retried
                     cause = getattr(error, "cause", None)
                     if is_disk_full(cause if isinstance(cause, BaseException) else error):
+                        committed = min(len(part.manifest) for part in parts)
                         raise layout.ResultsError(
                             f"output: {config.output}: the disk is full (No space left on device) "
-                            f"while shard {shard.index} was written; the {len(manifest)} "
+                            f"while shard {shard.index} was written; the {committed} "
                             "shard(s) committed are kept: free space and rerun the same command"
                         ) from None
-                    failed(shard, error_line(error))
+                    failed(unit, error_line(error))
                     continue
-                manifest.commit(replace(entry, attempts=attempts.pop(shard.index)))
+                parts[number].manifest.commit(
+                    replace(entry, attempts=attempts.pop((shard.index, number)))
+                )
                 if not report_removed:
                     # The results now differ from what a report of them said: remove it.
-                    location.delete(layout.REPORT_DIR)
+                    parts[0].location.delete(layout.REPORT_DIR)
                     report_removed = True
                 outcome.played += 1
                 outcome.played_deals += shard.count
                 progress.done_shards += 1
                 progress.done_deals += shard.count
-            settle(manifest.flush(at_most_every=MANIFEST_INTERVAL))
+            for number, part in enumerate(parts):
+                settle(part.manifest.flush(at_most_every=MANIFEST_INTERVAL), number)
             if manifest.stop_at is not None:
                 break  # the rule holds on the prefix: what is still running is not needed
             for node in watch.lost():
@@ -678,7 +873,7 @@ def play_all(
             ray.cancel(ref, force=True)
         if pending:  # and let it end, so that no file of it appears after the clean-up
             ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT)
-        outcome.cancelled = [shard.index for shard in pending.values()]
+        outcome.cancelled = [(shard.index, number) for shard, number in pending.values()]
 
 
 class NodeWatch:
@@ -724,7 +919,7 @@ def summary_line(config: SweepConfig, outcome: Outcome) -> str:
             f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s once Ray was up"
         )
     head = (
-        f"{len(config.cells)} cells x {outcome.deals:,} deals committed in "
+        f"{outcome.cells or len(config.cells)} cells x {outcome.deals:,} deals committed in "
         f"{outcome.committed}/{outcome.shards} shards "
         f"({outcome.played} played, {outcome.skipped} already committed"
     )

@@ -1,6 +1,8 @@
-"""The Ray task: one shard played under every cell by the kernel, in sub-batches that bound
-its memory, and written to its own Parquet file(s) (see `store.files`). It returns only small
-metadata, its manifest entry, which the driver commits; results never pass through the driver.
+"""The Ray task: one shard played under every cell of a cell group by the kernel, in
+sub-batches that bound its memory, and written to its own Parquet file(s) (see `store.files`).
+It returns only small metadata, its manifest entry, which the driver commits; results never
+pass through the driver. A group added to a grown sweep (`store.groups`) reads the wins of the
+groups before it from their committed files, to pair its cells with theirs.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pipeline.engine.rules import Cell
-from pipeline.store.entries import ShardEntry
+from pipeline.store.entries import FileRecord, ShardEntry
 from pipeline.store.files import ShardFileWriter, file_metadata
-from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE
+from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, WINS_TABLE
 from pipeline.store.location import Location
 from pipeline.store.plan import Shard
 
@@ -52,6 +54,15 @@ def tally_of(packed: np.ndarray, pairs: list[tuple[int, int]]) -> dict:
 
 
 @dataclass(frozen=True)
+class PlayedGroup:
+    """A cell group whose shard is committed: where its wins are (a file of its shard)."""
+
+    location: Location
+    cells: tuple[Cell, ...]
+    record: FileRecord
+
+
+@dataclass(frozen=True)
 class ShardJob:
     """Everything a task needs to play and write one shard (small: it travels to the worker)."""
 
@@ -62,7 +73,9 @@ class ShardJob:
     record: str
     provenance: dict
     attempt: int
-    tally_pairs: tuple[tuple[int, int], ...] | None = None  # the comparisons to tally
+    # The comparisons to tally, over the cells of ``earlier`` and then ``cells``.
+    tally_pairs: tuple[tuple[int, int], ...] | None = None
+    earlier: tuple[PlayedGroup, ...] = ()  # the groups before this one, whose wins it reads
 
 
 def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
@@ -102,7 +115,22 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     parts = []
     pairs = None if job.tally_pairs is None else list(job.tally_pairs)
     packed_wins = []  # each batch's wins packed to bits, for the shard's tally
+    own_wins = []  # a summary shard's wins, batch by batch, for its wins table
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
+    earlier_won, cross = None, []
+    if job.earlier:
+        from pipeline.records import wins
+
+        earlier_won = np.concatenate(
+            [
+                wins.read_wins(group.location, group.record, group.cells, shard.first, shard.count)
+                for group in job.earlier
+            ]
+        )
+        if facts is None:  # summary tables pair the new cells with the earlier ones here
+            before = [cell for group in job.earlier for cell in group.cells]
+            every = before + cells
+            cross = [(a, b) for a, b in summary.comparable_pairs(every) if a < len(before) <= b]
     try:
         batch = deals_per_batch(shard.count, len(cells), multiple, job.record)
         for start in range(0, shard.count, batch):
@@ -111,10 +139,16 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             began = time.perf_counter()
             results = kernel.play(job.seed, first, count, cells)
             playing += time.perf_counter() - began
+            won = results["won"]
+            if earlier_won is not None:
+                won = np.concatenate([earlier_won[:, start : start + count], won.astype(bool)])
             if pairs is not None:
-                packed_wins.append(np.packbits(results["won"], axis=1))  # nonzero: a 1 bit
+                packed_wins.append(np.packbits(won, axis=1))  # nonzero: a 1 bit
             if facts is None:
                 parts.append(summary.summarise(results, cells))
+                own_wins.append(results["won"].astype(bool))
+                if cross:
+                    parts.append({"pairs": summary.pair_table(every, won, None, cross)})
             else:
                 facts.add_results(results)
                 if DEALS_TABLE not in writers:
@@ -126,7 +160,13 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             if after_batch is not None:
                 after_batch(job, start)
         # One file per summary table, each the shard's counts summed over its batches.
-        tables = summary.combine(parts) if facts is None else {FACTS_TABLE: facts.table()}
+        if facts is None:
+            from pipeline.records import wins
+
+            tables = summary.combine(parts)
+            tables[WINS_TABLE] = wins.wins_table(cells, np.concatenate(own_wins, axis=1))
+        else:
+            tables = {FACTS_TABLE: facts.table()}
         for name, table in tables.items():
             table = table.replace_schema_metadata(metadata)
             writers[name] = ShardFileWriter(job.location, shard.path(name), name)

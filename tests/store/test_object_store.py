@@ -232,6 +232,27 @@ def test_sweep_validate_and_report_from_the_uri(s3, config_file, expected, tmp_p
     assert "pass an output directory" in one_error_line(run("report", uri, "--no-plots"))
 
 
+def test_a_sweep_grows_by_a_cell_on_the_store(s3, config_file, expected, tmp_path):
+    """The new cell's group at its own prefix, its shards reading the old cells' wins from
+    the store: the rows of both are the whole config's, and validate and the report read
+    them as one sweep."""
+    uri = s3.uri("grows")
+    assert sweep(config_file, uri, "--set=grid.strategy=most").exit_code == 0
+    before = s3.keys("grows/shards/")
+    grown = sweep(config_file, uri)
+    assert grown.exit_code == 0, grown.output
+    assert "6 of 12 shards x 2 cell groups to play (6 already committed)" in grown.stderr
+    assert s3.keys("grows/shards/") == before  # the first group's objects as they were
+    rows = pl.concat([rows_of(s3, "grows"), rows_of(s3, "grows/cells-1")])
+    assert sorted_rows(rows).equals(expected)
+    checked = run("validate", uri)
+    assert checked.exit_code == 0 and "x 5 cells" in checked.stdout, checked.output
+    reported = run("report", uri, "--out", tmp_path / "report", "--no-plots")
+    assert reported.exit_code == 0, reported.output
+    document = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert sum(cell["n"] for cell in document["cells"]) == N_DEALS * 5
+
+
 # --- Damage between runs ------------------------------------------------------------------
 
 

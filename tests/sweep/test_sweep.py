@@ -483,7 +483,7 @@ def test_summary_mode(config_file, tmp_path, expected):
     entries = manifest(out)["shards"]
     assert len(entries) == 5
     for entry in entries:
-        assert sorted(f["table"] for f in entry["files"]) == sorted(summary.TABLES)
+        assert sorted(f["table"] for f in entry["files"]) == sorted([*summary.TABLES, "wins"])
         for record in entry["files"]:
             assert record["path"] == (
                 f"shards/{record['table']}/shard-{entry['index']:06d}_"

@@ -1,0 +1,92 @@
+"""A shard's wins, deal by deal and cell by cell: what pairs a cell added to a grown sweep
+with the cells played before it (`store.groups`), without playing those again.
+
+A per-deal shard has them in its rows (``won``). A summary shard counts its deals away, so it
+writes them too: the ``wins`` table, one row per cell with its labels (as in every summary
+table) and ``bits``, the cell's wins over the shard's deals packed to bits, the first deal in
+the high bit of the first byte (`np.packbits`), zero bits padding the last byte. A cell costs
+an eighth of a byte a deal there, against a per-deal row's bytes.
+
+`read_wins` gives them back from a committed file of either kind, checked against the
+manifest's sha256 before it is read, so that a file changed since it was committed is never
+paired with new cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.engine.rules import Cell
+from pipeline.records import summary
+from pipeline.store.entries import FileRecord
+from pipeline.store.layout import DEALS_TABLE, WINS_TABLE
+from pipeline.store.location import Location
+
+WINS_SCHEMA = pa.schema(
+    [summary.label_column_field(name) for name in summary.LABEL_COLUMNS]
+    + [pa.field("deals", pa.int64()), pa.field("bits", pa.binary())]
+)
+
+
+def wins_table(cells: Sequence[Cell], won: np.ndarray) -> pa.Table:
+    """The ``wins`` table of a shard: ``won`` is cells x deals (nonzero: won)."""
+    packed = np.packbits(won.astype(bool, copy=False), axis=1)
+    index = np.arange(len(cells), dtype=np.int64)
+    columns = {
+        **summary.cell_labels(cells, "", index),
+        "deals": pa.array(np.full(len(cells), won.shape[1], dtype=np.int64)),
+        "bits": pa.array([row.tobytes() for row in packed], type=pa.binary()),
+    }
+    return pa.table(columns, schema=WINS_SCHEMA)
+
+
+def read_wins(
+    location: Location, record: FileRecord, cells: Sequence[Cell], first: int, count: int
+) -> np.ndarray:
+    """The wins (cells x deals ``first`` .. ``first + count - 1``, bool) in a committed file of ``record.table``
+    (``deals`` or ``wins``), the file checked against its record first; ValueError naming the
+    file if it is not the file committed, or lacks a cell's deals."""
+    with location.fs.open_input_file(location.full(record.path)) as file:
+        data = file.read()
+    if len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.sha256:
+        raise ValueError(f"{record.path}: differs from the manifest (altered since committed)")
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    lut = summary.label_code_lut(cells)
+    won = np.zeros((len(cells), count), dtype=bool)
+    seen = np.zeros((len(cells), count), dtype=bool)
+    if record.table == WINS_TABLE:
+        table = parquet.read()
+        for batch in table.to_batches():
+            runs, starts, _ = summary.batch_runs(batch, lut)
+            for cell, start in zip(runs, starts):
+                if cell < 0 or batch.column("deals")[start].as_py() != count:
+                    raise ValueError(f"{record.path}: a row of another cell or shard")
+                bits = np.frombuffer(batch.column("bits")[start].as_py(), dtype=np.uint8)
+                won[cell] = np.unpackbits(bits, count=count).astype(bool)
+                seen[cell] = True
+    elif record.table == DEALS_TABLE:
+        for group in range(parquet.num_row_groups):
+            batch_table = parquet.read_row_group(
+                group, columns=["deal", "won", *summary.LABEL_COLUMNS]
+            )
+            for batch in batch_table.to_batches():
+                runs, starts, ends = summary.batch_runs(batch, lut)
+                offsets = batch.column("deal").to_numpy().astype(np.int64) - first
+                if len(offsets) and not (0 <= offsets.min() and offsets.max() < count):
+                    raise ValueError(f"{record.path}: a deal outside the shard's")
+                played = batch.column("won").to_numpy(zero_copy_only=False)
+                for cell, start, end in zip(runs, starts, ends):
+                    if cell < 0:
+                        continue  # a cell of no interest here
+                    won[cell, offsets[start:end]] = played[start:end]
+                    seen[cell, offsets[start:end]] = True
+    else:
+        raise ValueError(f"{record.path}: a {record.table} file holds no wins")
+    if not seen.all():
+        raise ValueError(f"{record.path}: not every deal of the cells asked for is in it")
+    return won
