@@ -155,10 +155,13 @@ def main() -> None:
     parser.add_argument("--config", default=str(ROOT / "configs" / "strategies.toml"))
     parser.add_argument("--deals", type=float, default=1e8)
     parser.add_argument("--grow", type=float, default=2e7, help="0: skip the growing runs")
+    parser.add_argument("--cell-only", action="store_true", help="growing by a cell alone")
     args = parser.parse_args()
-    print(json.dumps(rule_cost(args.config, int(args.deals))))
+    if not args.cell_only:
+        print(json.dumps(rule_cost(args.config, int(args.deals))))
+        if args.grow:
+            print(json.dumps(grow_cost(args.config, int(args.grow))))
     if args.grow:
-        print(json.dumps(grow_cost(args.config, int(args.grow))))
         print(json.dumps(grow_cell_cost(args.config, int(args.grow))))
 
 

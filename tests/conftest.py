@@ -1,19 +1,53 @@
 """Fixtures shared by the test modules."""
 
+import sys
+
 import pytest
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray instance for a module's in-process runs (sweep.run uses it as it is)."""
+def local_ray(request):
+    """A local Ray instance for a module's in-process runs (sweep.run uses it as it is). It
+    is kept for the next module that asks for one, since each start costs seconds; a module
+    whose workers must see an environment of its own (``FRESH_RAY = True``, set before its
+    instance starts) gets an instance of its own, ended with the module."""
     import ray
 
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        logging_level="warning",
-        log_to_driver=False,
-    )
+    fresh = getattr(request.module, "FRESH_RAY", False)
+    if fresh and ray.is_initialized():
+        ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            logging_level="warning",
+            log_to_driver=False,
+        )
     yield
-    ray.shutdown()
+    if fresh:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_left_over(request):
+    """A module that asks for no local instance runs with none: its runs start their own,
+    or connect where they are told."""
+    if "ray" in sys.modules:
+        uses = any(
+            item.module is request.module and "local_ray" in item.fixturenames
+            for item in request.session.items
+        )
+        import ray
+
+        if not uses and ray.is_initialized():
+            ray.shutdown()
+    yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()

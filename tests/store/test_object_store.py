@@ -151,6 +151,7 @@ def s3():
 
 
 pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, then Ray
+FRESH_RAY = True  # its workers must see the server's credentials
 
 
 @pytest.fixture(scope="module")

@@ -68,9 +68,10 @@ def cluster_temp_dir() -> str:
     return f"/tmp/csc{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
-    """A head and a second node on 127.0.0.1: gives (address, environment for its clients)."""
+    """A head and a second node on 127.0.0.1: gives (address, environment for its clients).
+    One for the module, each start costing seconds: the test that loses a node comes last."""
     temp_dir = cluster_temp_dir()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
@@ -179,6 +180,47 @@ def parent_of(pid: int) -> int | None:
     return int(fields[1])
 
 
+def test_a_sweep_submitted_as_a_ray_job(cluster, tmp_path):
+    """`ray job submit --working-dir . -- clocksweep run CONFIG`, as the README says: the
+    driver runs on the cluster (its head), token authentication on, the results on storage
+    every node reaches (here a path on the one machine)."""
+    _, env = cluster
+    job_dir, out = tmp_path / "job", tmp_path / "res"
+    job_dir.mkdir()
+    (job_dir / "cluster.toml").write_text(CONFIG.replace("[grid]", f'output = "{out}"\n[grid]'))
+    ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
+    done = subprocess.run(
+        [
+            ray,
+            "job",
+            "submit",
+            "--address",
+            env["CLOCKSWEEP_TEST_DASHBOARD"],
+            "--working-dir",
+            str(job_dir),
+            "--",
+            "clocksweep",
+            "run",
+            "cluster.toml",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "on 2 CPUs, 2 node(s)" in done.stdout + done.stderr
+    record = json.loads((out / "run.json").read_text())["runs"][-1]
+    assert record["status"] == "complete" and record["ray"]["kind"] == "cluster"
+    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
+    cells = list(cfg.cells)
+    expected = pl.from_arrow(
+        schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
+    )
+    got = pl.scan_parquet(out / "shards" / "deals").collect()
+    assert as_sorted_strings(got).equals(as_sorted_strings(expected))
+
+
 def test_a_node_lost_mid_sweep(cluster, tmp_path):
     """The second node's raylet killed (by pid) while it plays a shard: the sweep completes on
     the head, with every row once; the loss is reported as it happens and kept in run.json."""
@@ -239,45 +281,4 @@ def test_a_node_lost_mid_sweep(cluster, tmp_path):
     )
     got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert got.height == N_DEALS * len(cells)  # no row missing, none twice
-    assert as_sorted_strings(got).equals(as_sorted_strings(expected))
-
-
-def test_a_sweep_submitted_as_a_ray_job(cluster, tmp_path):
-    """`ray job submit --working-dir . -- clocksweep run CONFIG`, as the README says: the
-    driver runs on the cluster (its head), token authentication on, the results on storage
-    every node reaches (here a path on the one machine)."""
-    _, env = cluster
-    job_dir, out = tmp_path / "job", tmp_path / "res"
-    job_dir.mkdir()
-    (job_dir / "cluster.toml").write_text(CONFIG.replace("[grid]", f'output = "{out}"\n[grid]'))
-    ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
-    done = subprocess.run(
-        [
-            ray,
-            "job",
-            "submit",
-            "--address",
-            env["CLOCKSWEEP_TEST_DASHBOARD"],
-            "--working-dir",
-            str(job_dir),
-            "--",
-            "clocksweep",
-            "run",
-            "cluster.toml",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=STEP_TIMEOUT,
-    )
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    assert "on 2 CPUs, 2 node(s)" in done.stdout + done.stderr
-    record = json.loads((out / "run.json").read_text())["runs"][-1]
-    assert record["status"] == "complete" and record["ray"]["kind"] == "cluster"
-    cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
-    cells = list(cfg.cells)
-    expected = pl.from_arrow(
-        schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
-    )
-    got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert as_sorted_strings(got).equals(as_sorted_strings(expected))

@@ -1,0 +1,194 @@
+"""Time to first result, and throughput, as a user meets them: `clocksweep run`'s wall time.
+
+    python benchmarks/first_result_bench.py [--runs 3] [--skip-large]
+
+Each figure is measured in this one run, each command in a process of its own, nothing else
+meant to run beside it:
+
+- **Ray's own start and stop**: a process that imports Ray, starts a local instance as
+  `ray.init()` does by default, and stops it.
+- **The kernel's rates**: its single-core rate on standard deals and on `strategies.toml`'s
+  cells (`kernel.play` in batches of the sweep's size, 10 s), and the same in two processes
+  side by side: the machine's real ceiling for two workers.
+- **The sweeps**, wall time: 2,000,000 standard deals in per-deal records (quick.toml's shard
+  size); 10^8 standard deals in per-deal records in 5,000,000-deal shards; `strategies.toml`
+  at 10^8 deals. For each: the wall time less Ray's start and stop, its rate against the
+  two-process ceiling, and its end-to-end rate against twice the single-core rate.
+- **The fixed cost split** of the 2,000,000-deal sweep, from one more run in a process that
+  times the driver's phases (`phases`): before Ray, Ray's start, playing, Ray's stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = "from pipeline.cli import cli; cli()"
+
+RAY_ALONE = """
+import time
+started = time.monotonic()
+import ray
+ray.init(include_dashboard=False, logging_level="warning")
+up = time.monotonic()
+ray.shutdown()
+print(up - started, time.monotonic() - up)
+"""
+
+# The driver's phases, timed by wrapping the functions that begin them (in this child only).
+PHASES = """
+import json, sys, time
+started = time.monotonic()
+marks = {}
+from pipeline.sweep import cluster, driver
+import ray
+real_connect, real_play, real_shutdown = driver.connect, driver.play_and_record, ray.shutdown
+def connect(*args, **kwargs):
+    marks["before_ray"] = time.monotonic() - started
+    out = real_connect(*args, **kwargs)
+    marks["ray_up"] = time.monotonic() - started
+    return out
+def play(*args, **kwargs):
+    marks["play_from"] = time.monotonic() - started
+    out = real_play(*args, **kwargs)
+    marks["play_to"] = time.monotonic() - started
+    return out
+def shutdown(*args, **kwargs):
+    marks["stop_from"] = time.monotonic() - started
+    out = real_shutdown(*args, **kwargs)
+    marks["stop_to"] = time.monotonic() - started
+    return out
+driver.connect, driver.play_and_record, ray.shutdown = connect, play, shutdown
+from pipeline.sweep import config
+cfg = config.load(sys.argv[1], sys.argv[2:])
+import io
+driver.run(cfg, fresh=True, stream=io.StringIO())
+marks["end"] = time.monotonic() - started
+print(json.dumps(marks))
+"""
+
+KERNEL = """
+import sys, time
+from pipeline.engine import kernel
+from pipeline.sweep import config
+cfg = config.load(sys.argv[1], sys.argv[2:])
+cells = list(cfg.cells)
+batch = 200_000
+kernel.play(1, 0, 1000, cells)
+deals, first, began = 0, 0, time.perf_counter()
+while time.perf_counter() - began < 10:
+    kernel.play(cfg.seed, first, batch, cells)
+    first += batch
+    deals += batch
+print(deals / (time.perf_counter() - began))
+"""
+
+STANDARD = ["grid.variant=standard", "record=deals"]
+SWEEPS = {
+    "2M standard, per-deal": ("configs/quick.toml", [*STANDARD, "deals=2000000"]),
+    "1e8 standard, per-deal, 5M shards": (
+        "configs/quick.toml",
+        [*STANDARD, "deals=100000000", "shard_size=5000000"],
+    ),
+    "strategies.toml at 1e8": ("configs/strategies.toml", ["deals=100000000"]),
+}
+
+
+def timed(command: list[str]) -> tuple[float, str]:
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return time.monotonic() - started, done.stdout
+
+
+def ray_alone() -> float:
+    seconds, _ = timed([sys.executable, "-c", RAY_ALONE])
+    return seconds
+
+
+def kernel_rate(config: str, sets: list[str], processes: int) -> float:
+    command = [sys.executable, "-c", KERNEL, config, *sets]
+    running = [
+        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
+    return sum(float(proc.communicate()[0]) for proc in running)
+
+
+def sweep_wall(config: str, sets: list[str], output: Path) -> float:
+    command = [sys.executable, "-c", CLI, "run", config, "--fresh", f"--set=output={output}"]
+    seconds, _ = timed(command + [f"--set={s}" for s in sets])
+    return seconds
+
+
+def phases(config: str, sets: list[str], output: Path) -> dict:
+    _, out = timed([sys.executable, "-c", PHASES, config, f"output={output}", *sets])
+    marks = json.loads(out.strip().splitlines()[-1])
+    return {
+        "before_ray": round(marks["before_ray"], 2),
+        "ray_start": round(marks["ray_up"] - marks["before_ray"], 2),
+        "before_play": round(marks["play_from"] - marks["ray_up"], 2),
+        "play": round(marks["play_to"] - marks["play_from"], 2),
+        "ray_stop": round(marks["stop_to"] - marks["stop_from"], 2),
+        "total": round(marks["end"], 2),
+    }
+
+
+def span(values: list[float], digits: int = 2) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}" if low == high else f"{low:.{digits}f}-{high:.{digits}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--skip-large", action="store_true", help="the 2M sweep alone")
+    parser.add_argument("--work", default="/tmp/clocksweep-first-result")
+    args = parser.parse_args()
+    work = Path(args.work)
+    sweeps = {k: v for k, v in SWEEPS.items() if not args.skip_large or k.startswith("2M")}
+    # Warm numba's cache and the page cache: the first run of a tree compiles the kernel.
+    sweep_wall(*SWEEPS["2M standard, per-deal"], work / "warm")
+    rates = {}
+    for name, (config, sets) in sweeps.items():
+        one = kernel_rate(config, sets, 1)
+        two = kernel_rate(config, sets, 2)
+        rates[name] = (one, two)
+    ray_seconds, walls = [], {name: [] for name in sweeps}
+    for _ in range(args.runs):  # interleaved, so that a drift of the machine touches all
+        ray_seconds.append(ray_alone())
+        for name, (config, sets) in sweeps.items():
+            walls[name].append(sweep_wall(config, sets, work / "sweep"))
+    ray_mid = statistics.median(ray_seconds)
+    print(f"Ray's own start and stop: {span(ray_seconds)} s (median {ray_mid:.2f})")
+    for name, (_, sets) in sweeps.items():
+        one, two = rates[name]
+        deals = next(int(s.split("=")[1]) for s in sets if s.startswith("deals="))
+        wall = walls[name]
+        less_ray = [w - ray_mid for w in wall]
+        print(
+            json.dumps(
+                {
+                    "sweep": name,
+                    "wall_seconds": span(wall),
+                    "over_ray_seconds": span(less_ray),
+                    "kernel_one_core": round(one),
+                    "kernel_two_processes": round(two),
+                    "end_to_end_over_2x_one_core": span([deals / w / (2 * one) for w in wall], 3),
+                    "less_ray_over_two_processes": span([deals / w / two for w in less_ray], 3),
+                }
+            )
+        )
+    config, sets = SWEEPS["2M standard, per-deal"]
+    print(json.dumps({"fixed_cost_split": phases(config, sets, work / "phases")}))
+
+
+if __name__ == "__main__":
+    main()
