@@ -14,7 +14,8 @@
 - **Growing by a cell.** The config without its last strategy at ``--grow`` deals, then
   grown by that strategy's `one_swap` cell (a cell group of one: it reads the other cells'
   wins of each shard), against a sweep of that cell alone on the same deals: its tasks' time
-  against the lone cell's kernel time, and the two runs' wall times.
+  against the lone cell's kernel time and tasks' time (each worker's first task includes its
+  start: imports, numba's cache), and the two runs' wall times.
 """
 
 from __future__ import annotations
@@ -145,7 +146,11 @@ def grow_cell_cost(config_path: str, deals: int) -> dict:
         "grow_tasks_seconds": round(task_seconds, 2),
         "grow_kernel_seconds": round(sum(entry["kernel_seconds"] for entry in added), 2),
         "alone_kernel_seconds": round(kernel_alone, 2),
+        "alone_tasks_seconds": round(sum(entry["seconds"] for entry in single), 2),
         "grow_tasks_over_alone_kernel": round(task_seconds / kernel_alone, 3),
+        "grow_tasks_over_alone_tasks": round(
+            task_seconds / sum(entry["seconds"] for entry in single), 3
+        ),
         "grow_wall_over_alone_wall": round(grow / lone, 3),
     }
 

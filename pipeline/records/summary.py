@@ -164,13 +164,22 @@ _HINT_ONE = int(np.searchsorted(HINT_VALUES, np.float32(1))) + 1
 # --- Arrow types: labels as Polars writes an Enum ------------------------------------------
 
 
+# Polars' own field metadata of an Enum (its categories, each as "<bytes>;<name>"), as its
+# export writes it: tests/records/test_summary.py checks that Polars still exports this field.
+POLARS_ENUM_KEY = b"_PL_ENUM_VALUES2"
+
+
 @functools.cache
 def label_field(name: str) -> pa.Field:
-    """The Arrow field of a label column: Polars' own export of an Enum over the rules' names."""
-    import polars as pl
-
-    frame = pl.DataFrame({name: pl.Series([], dtype=pl.Enum(list(rules.AXES[name])))})
-    return frame.to_arrow().schema.field(name)
+    """The Arrow field of a label column: Polars' export of an Enum over the rules' names,
+    made here, so that a worker writing a shard need not import Polars (a tenth of a second
+    and more of each worker's first shard)."""
+    values = "".join(f"{len(value.encode())};{value}" for value in rules.AXES[name])
+    return pa.field(
+        name,
+        pa.dictionary(pa.uint8(), pa.large_string(), ordered=True),
+        metadata={POLARS_ENUM_KEY: values.encode()},
+    )
 
 
 def _label_name(column: str) -> str:
@@ -293,8 +302,10 @@ def _count(
     pile_counts,
     won_matrix,
     present,
+    fill,
 ):
-    """Add every row to the tallies and the win matrix; gives (error number, row) or (0, -1).
+    """Add every row to the tallies and, if ``fill``, to the win matrix; gives (error number,
+    row) or (0, -1).
 
     Rows come in runs of one cell: rows starts[r]..ends[r]-1 are cell run_cells[r]. A row's
     deal is deal_offset[i] (per-deal rows) or, with ``deal_offset`` empty, its place in its
@@ -348,10 +359,11 @@ def _count(
                 counts[c, (w * DOWN_RANGE + d) * N_HINT_CODES + hint] += 1
             turned_counts[c, w * TURNED_RANGE + t] += 1
             pile_counts[c, w * PILE_RANGE + p] += 1
-            if k < 0 or k >= n_deals:
-                return 4, i
-            won_matrix[c, k] = won[i]
-            present[c, k] = True
+            if fill:
+                if k < 0 or k >= n_deals:
+                    return 4, i
+                won_matrix[c, k] = won[i]
+                present[c, k] = True
     return 0, -1
 
 
@@ -539,10 +551,16 @@ class ShardSummary:
                 flat["hint_num"],
                 flat["hint_den"],
                 *self._tallies(),
+                False,  # a kernel batch's wins are its matrix already
             )
         )
-        self.complete = True
+        self._add_wins(flat["won"].view(np.bool_).reshape(n_cells, count))
         self.facts.add_results(results)
+
+    def _add_wins(self, won: np.ndarray) -> None:
+        self.won[...] = won
+        self.present[...] = True
+        self.complete = True
 
     def add_runs(
         self,
@@ -584,6 +602,7 @@ class ShardSummary:
                 _EMPTY_I8,
                 _EMPTY_I8,
                 *self._tallies(),
+                True,
             )
         )
 
@@ -691,6 +710,39 @@ class ShardSummary:
 # --- Pairs and blocks ---------------------------------------------------------------------
 
 
+class KernelBatches(ShardSummary):
+    """A summary shard's counts over its kernel batches, added one by one (`add_matrix`):
+    the tallies summed as they come, each batch's pairs and blocks counted from its wins and
+    summed, and every table made once, at the end (each batch's own tables, summed by
+    `combine`, cost a twentieth of the kernel's time)."""
+
+    def __init__(self, cells: Sequence[Cell]):
+        super().__init__(cells, 0, 0)
+        self.pairs = comparable_pairs(self.cells)
+        self.pair_sums = np.zeros((len(self.pairs), 4), dtype=np.int64)
+        self.block_sums = np.zeros((len(self.cells), BLOCK + 1), dtype=np.int64)
+
+    def add_matrix(self, results: dict[str, np.ndarray]) -> None:
+        shape = results["won"].shape
+        self.won = self.present = np.empty(shape, dtype=bool)  # the batch's shape; not filled
+        super().add_matrix(results)
+
+    def _add_wins(self, won: np.ndarray) -> None:
+        self.pair_sums += pair_counts(won, None, self.pairs)
+        _block_tally(won, won, False, self.block_sums)
+        self.won = self.present = np.zeros((len(self.cells), 0), dtype=bool)
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            "counts": self._counts(),
+            "turned": self._simple(self.turned, TURNED_RANGE, "cards_turned", None),
+            "piles": self._simple(self.piles, PILE_RANGE, "rescue_pile", 0),
+            "pairs": pair_table_of(self.cells, self.pairs, self.pair_sums),
+            "blocks": block_table_of(self.cells, self.block_sums),
+            "facts": self.facts.table(),
+        }
+
+
 def comparable_pairs(cells: Sequence[Cell]) -> list[tuple[int, int]]:
     """Pairs (a, b), a < b, of cells whose outcomes are compared deal by deal.
 
@@ -765,7 +817,11 @@ def pair_table(
 ) -> pa.Table:
     """The ``pairs`` table of ``cells`` (``pairs``: those of `comparable_pairs` to count)."""
     pairs = comparable_pairs(cells) if pairs is None else pairs
-    counts = pair_counts(won, present, pairs)
+    return pair_table_of(cells, pairs, pair_counts(won, present, pairs))
+
+
+def pair_table_of(cells: Sequence[Cell], pairs, counts: np.ndarray) -> pa.Table:
+    """The ``pairs`` table of ``pairs`` of ``cells`` whose `pair_counts` are ``counts``."""
     a = np.array([p[0] for p in pairs], dtype=np.int64)
     b = np.array([p[1] for p in pairs], dtype=np.int64)
     columns = {**cell_labels(cells, "a_", a), **cell_labels(cells, "b_", b)}
@@ -792,6 +848,11 @@ def _block_tally(won, present, use_present, tally):
 def block_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None) -> pa.Table:
     tally = np.zeros((len(cells), BLOCK + 1), dtype=np.int64)
     _block_tally(won, won if present is None else present, present is not None, tally)
+    return block_table_of(cells, tally)
+
+
+def block_table_of(cells: Sequence[Cell], tally: np.ndarray) -> pa.Table:
+    """The ``blocks`` table of a block tally (cells x wins 0..BLOCK)."""
     cell_index, wins = np.nonzero(tally)
     columns = {
         **cell_labels(cells, "", cell_index.astype(np.int64)),

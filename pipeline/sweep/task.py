@@ -106,18 +106,18 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     from pipeline.records import summary
 
     multiple = 1
-    facts = None
+    facts = counts = None
     if job.record == "summary":
         multiple = summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
+        counts = summary.KernelBatches(cells)
     else:
         facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
     writers: dict[str, ShardFileWriter] = {}
-    parts = []
     pairs = None if job.tally_pairs is None else list(job.tally_pairs)
     packed_wins = []  # each batch's wins packed to bits, for the shard's tally
     own_wins = []  # a summary shard's wins, batch by batch, for its wins table
     playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
-    earlier_won, cross = None, []
+    earlier_won, cross, cross_counts, every = None, [], None, cells
     if job.earlier:
         from pipeline.records import wins
 
@@ -131,6 +131,7 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             before = [cell for group in job.earlier for cell in group.cells]
             every = before + cells
             cross = [(a, b) for a, b in summary.comparable_pairs(every) if a < len(before) <= b]
+            cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
     try:
         batch = deals_per_batch(shard.count, len(cells), multiple, job.record)
         for start in range(0, shard.count, batch):
@@ -145,10 +146,10 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
             if pairs is not None:
                 packed_wins.append(np.packbits(won, axis=1))  # nonzero: a 1 bit
             if facts is None:
-                parts.append(summary.summarise(results, cells))
+                counts.add_matrix(results)
                 own_wins.append(results["won"].astype(bool))
                 if cross:
-                    parts.append({"pairs": summary.pair_table(every, won, None, cross)})
+                    cross_counts += summary.pair_counts(won, None, cross)
             else:
                 facts.add_results(results)
                 if DEALS_TABLE not in writers:
@@ -163,7 +164,10 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
         if facts is None:
             from pipeline.records import wins
 
-            tables = summary.combine(parts)
+            parts = [counts.tables()]
+            if cross:
+                parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts)})
+            tables = summary.combine(parts)  # in the order of its keys
             tables[WINS_TABLE] = wins.wins_table(cells, np.concatenate(own_wins, axis=1))
         else:
             tables = {FACTS_TABLE: facts.table()}

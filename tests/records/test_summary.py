@@ -63,6 +63,23 @@ def test_schemas_and_enum_labels(tables):
     assert counts.schema["hint"] == pl.Float32 and counts.schema["n"] == pl.Int64
 
 
+@pytest.mark.parametrize("name", summary.LABEL_COLUMNS)
+def test_label_fields_are_polars_own_export_of_an_enum(name):
+    """The label fields are made without Polars (a worker is spared importing it): they must
+    be the field Polars exports for an Enum of the rules' names, metadata and all."""
+    exported = (
+        pl.DataFrame({name: pl.Series([], dtype=pl.Enum(list(rules.AXES[name])))})
+        .to_arrow()
+        .schema.field(name)
+    )
+    assert summary.label_field(name).equals(exported, check_metadata=True)
+    assert pl.from_arrow(
+        pa.table({name: pa.array([], summary.label_field(name).type)}).cast(
+            pa.schema([summary.label_field(name)])
+        )
+    ).schema[name] == pl.Enum(list(rules.AXES[name]))
+
+
 def test_counts_match_the_kernel_cell_by_cell(results, tables):
     for c, cell in enumerate(CELLS):
         expected = Counter(
