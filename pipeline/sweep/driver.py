@@ -366,11 +366,14 @@ def read_state(
                 ):
                     notes.append((index, f"{group.path('')}{problem}", group.index))
                 parts.append(part)
+            # With --fresh, the old groups' directories are the clean-up's to remove, not
+            # another's to leave alone.
+            replaced = len(groups.recorded_groups(previous)) if fresh and previous else 0
             for part in parts:
                 part.found = validate.survey(
                     part.location,
                     set() if fresh else part.manifest.committed_paths(),
-                    groups=len(parts) if part.group.index == 0 else 0,
+                    groups=max(len(parts), replaced) if part.group.index == 0 else 0,
                 )
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
         raise layout.ResultsError(
