@@ -55,7 +55,7 @@ def identity_hash(identity: dict) -> str:
 
 def group_identity(identity: dict, cells, grows: str | None) -> dict:
     """The identity of a cell group of a sweep (`store.groups`): the sweep's, with the group's
-    cells, and for a group added by growth the hash of the first group it grows (so that its
-    files are never read as another sweep's)."""
+    cells, and for a group added by growth the hash of the group before it, whose cells its
+    shards were paired with (so that its files are never read beside other groups')."""
     grouped = {**identity, "cells": [cell_record(cell) for cell in cells]}
     return grouped if grows is None else {**grouped, "grows": grows}

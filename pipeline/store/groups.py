@@ -106,7 +106,7 @@ def grown_groups(
     new = [cell for cell in cells if cell not in set(played)]
     if not new:
         return recorded
-    grown = identity.group_identity(sweep_identity, new, first.config_hash)
+    grown = identity.group_identity(sweep_identity, new, recorded[-1].config_hash)
     return recorded + [
         CellGroup(len(recorded), tuple(new), len(played), identity.identity_hash(grown))
     ]

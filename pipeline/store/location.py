@@ -43,13 +43,16 @@ class Location:
 
     def child(self, name: str) -> Location:
         """The directory ``name`` inside this one, as a location of its own (a URI keeps its
-        query: the store's endpoint and options)."""
+        query: the store's endpoint and options), under the same lease check."""
         if self.given_fs:
-            return Location(f"{self.root}/{name}", self.fs)
-        if self.is_local:
-            return Location(f"{self.root}/{name}")
-        base, mark, query = self.where.partition("?")
-        return Location(f"{base.rstrip('/')}/{name}{mark}{query}")
+            inner = Location(f"{self.root}/{name}", self.fs)
+        elif self.is_local:
+            inner = Location(f"{self.root}/{name}")
+        else:
+            base, mark, query = self.where.partition("?")
+            inner = Location(f"{base.rstrip('/')}/{name}{mark}{query}")
+        inner.guard = self.guard  # its records are written under this directory's lease
+        return inner
 
     def full(self, relative: str) -> str:
         return f"{self.root}/{relative}"

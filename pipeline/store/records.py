@@ -192,7 +192,7 @@ def run_record_mismatch(run: RunRecord) -> str | None:
     for group in cell_groups:
         grouped += [identity.cell_record(cell) for cell in group.cells]
         hashes.append(identity.identity_hash(identity.group_identity(recorded, group.cells, grows)))
-        grows = grows or hashes[0]
+        grows = hashes[-1]
     in_grid_order = (
         sorted(grouped, key=recorded["cells"].index)
         if all(cell in recorded["cells"] for cell in grouped)
@@ -432,6 +432,7 @@ class Manifest:
         self.last_write = 0.0
         self.write_seconds = 0.0  # how long the last write took
         self.dropped_pages: list[str] = []  # page files no longer listed, once flushed
+        self.unwritten: set[int] = set()  # committed since the manifest was last written
         self._read_page: tuple[int, dict[int, ShardEntry]] | None = None
 
     def __contains__(self, index) -> bool:
@@ -579,7 +580,12 @@ class Manifest:
     def commit(self, entry: ShardEntry) -> None:
         if entry.staged:
             self.staged[entry.index] = list(entry.staged)
+        self.unwritten.add(entry.index)
         self._keep(replace(entry, staged=()))
+
+    def written(self, index: int) -> bool:
+        """Whether shard ``index`` is committed by a manifest written (its files in place)."""
+        return index in self and index not in self.unwritten
 
     def as_dict(self) -> dict:
         return {
@@ -655,6 +661,7 @@ class Manifest:
                 except OSError:
                     pass
                 del self.staged[index]
+                self.unwritten.discard(index)
                 rejected.append(
                     (
                         self._drop(index),
@@ -680,6 +687,7 @@ class Manifest:
                 del self.open[index]
             del self.open_per_page[page]
         self.staged.clear()
+        self.unwritten.clear()
         self.dirty = False
         self.last_write = time.monotonic()
         self.write_seconds = self.last_write - started

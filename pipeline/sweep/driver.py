@@ -190,8 +190,13 @@ def tasks_left(parts: list[Part], shards: ShardPlan) -> int:
     planned = shards.count if stop is None else stop + 1
     left = 0
     for part in parts:
-        beyond = 0 if stop is None else sum(1 for index in part.manifest.open if index > stop)
-        left += planned - (len(part.manifest) - beyond)
+        manifest, beyond = part.manifest, 0
+        if stop is not None:
+            beyond = sum(1 for index in manifest.open if index > stop)
+            for page in manifest.pages:  # past the stop, to be opened and cut
+                first = page * manifest.page_shards
+                beyond += max(0, first + manifest.page_shards - max(first, stop + 1))
+        left += planned - (len(manifest) - beyond)
     return left
 
 
@@ -368,7 +373,7 @@ def read_state(
                 parts.append(part)
             # With --fresh, the old groups' directories are the clean-up's to remove, not
             # another's to leave alone.
-            replaced = len(groups.recorded_groups(previous)) if fresh and previous else 0
+            replaced = len(old_groups(previous)) if fresh else 0
             for part in parts:
                 part.found = validate.survey(
                     part.location,
@@ -388,6 +393,15 @@ def read_state(
                 "keeps its own files; move it away"
             )
     return State(previous, parts, notes, stopping)
+
+
+def old_groups(previous: RunRecord | None) -> list[groups.CellGroup]:
+    """The cell groups a run record names, for --fresh to remove: none if it names none it
+    can read (its cells are not the rules' cells today, say)."""
+    try:
+        return groups.recorded_groups(previous) if previous else []
+    except layout.ResultsError:
+        return []
 
 
 def readable_manifest(place: Location, config: SweepConfig, fresh: bool) -> dict | None:
@@ -465,7 +479,7 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
         # the cell groups the old run record names.
         for name in (MANIFEST_FILE, layout.PAGES_DIR, layout.REPORT_DIR):
             location.delete(name)
-        for group in groups.recorded_groups(state.previous)[1:] if state.previous else []:
+        for group in old_groups(state.previous)[1:]:
             location.delete(group.directory)
     removed, foreign = 0, []
     for part in state.parts:
@@ -701,7 +715,6 @@ def play_all(
     remote = ray.remote(num_cpus=1, max_retries=0)(task)
     in_flight = max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
     manifest = parts[-1].manifest  # the stop rule's
-    grows = parts[0].group.config_hash if len(parts) > 1 else None
     common = []
     for number, part in enumerate(parts):
         cells = groups.sweep_cells([p.group for p in parts[: number + 1]])
@@ -711,7 +724,9 @@ def play_all(
                 "seed": config.seed,
                 "cells": part.group.cells,
                 "record": config.record,
-                "provenance": provenance(config, part.group, grows if number else None),
+                "provenance": provenance(
+                    config, part.group, parts[number - 1].group.config_hash if number else None
+                ),
                 # Tallied whether or not this run has a stop rule: a later run may add one.
                 "tally_pairs": tuple(tally_pairs(cells)),
             }
@@ -720,19 +735,24 @@ def play_all(
 
     # (shard, group) in shard order, made as they are asked for: a plan can hold more shards
     # than memory.
-    upcoming = (
-        (shard, number)
-        for shard in shards
-        for number, part in enumerate(parts)
-        if shard.index not in part.manifest
-    )
+    def unplayed():
+        for shard in shards:
+            if manifest.stop_at is not None and shard.index > manifest.stop_at:
+                return
+            for number, part in enumerate(parts):
+                if shard.index not in part.manifest:
+                    yield shard, number
+
+    upcoming = unplayed()
     # Under a stop rule, shards past the point are played for nothing: while some are in
     # flight, none is started more than this far past the prefix the rule has read.
     ahead = STOP_AHEAD * in_flight if config.stop else None
     waiting: list[tuple[Shard, int]] = []  # next in order, not ready yet
+    given_up: set[int] = set()  # shards out of attempts in some group
     retries: deque[tuple[Shard, int]] = deque()
     attempts: dict[tuple[int, int], int] = {}
     pending = {}
+    cancelled = {}  # past the stopping point: cancelled, to be waited for
     report_removed = False
     allowed = 1 + config.max_retries
     watch = NodeWatch(ray)
@@ -750,7 +770,8 @@ def play_all(
         )
         if again:
             retries.appendleft(unit)
-        else:
+        elif shard.index not in given_up:
+            given_up.add(shard.index)  # the groups after it cannot play it either
             outcome.failed.append(shard.index)
 
     def settle(rejected: list[tuple[ShardEntry, str]], number: int) -> None:
@@ -772,19 +793,26 @@ def play_all(
             return None
         played = []
         for before, part in enumerate(parts[:number]):
-            if shard.index in part.manifest.staged:
+            if shard.index in part.manifest.unwritten:  # committed, but not yet written
                 settle(part.manifest.flush(), before)
             entry = part.manifest.entry(shard.index)
-            if entry is None or shard.index in part.manifest.staged:
+            if entry is None or not part.manifest.written(shard.index):
                 return None
             played.append(
                 PlayedGroup(part.location, part.group.cells, entry.files_of(wins_table)[0])
             )
         return tuple(played)
 
+    def needed(unit: tuple[Shard, int]) -> bool:
+        """Not past the stopping point, nor of a shard that a group before gave up on."""
+        shard, _ = unit
+        stop = manifest.stop_at
+        return shard.index not in given_up and (stop is None or shard.index <= stop)
+
     def next_unit():
         waiting[:0] = retries  # first, and ready as any other once what they read is there
         retries.clear()
+        waiting[:] = [unit for unit in waiting if needed(unit)]
         for position, unit in enumerate(waiting):
             reads = earlier(unit)
             if reads is not None:
@@ -794,6 +822,8 @@ def play_all(
             unit = next(upcoming, None)
             if unit is None:
                 return None, None
+            if not needed(unit):
+                continue
             reads = earlier(unit)
             if reads is not None:
                 return unit, reads
@@ -802,7 +832,7 @@ def play_all(
 
     try:
         while True:
-            while len(pending) < in_flight and manifest.stop_at is None:
+            while len(pending) < in_flight:
                 unit, reads = next_unit()
                 if unit is None:
                     break
@@ -818,11 +848,7 @@ def play_all(
             if not pending:
                 for number, part in enumerate(parts):
                     settle(part.manifest.flush(), number)
-                if retries or (
-                    waiting
-                    and manifest.stop_at is None
-                    and any(earlier(unit) is not None for unit in waiting)
-                ):
+                if retries or any(needed(u) and earlier(u) is not None for u in waiting):
                     continue
                 break
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_INTERVAL)
@@ -861,7 +887,14 @@ def play_all(
             for number, part in enumerate(parts):
                 settle(part.manifest.flush(at_most_every=MANIFEST_INTERVAL), number)
             if manifest.stop_at is not None:
-                break  # the rule holds on the prefix: what is still running is not needed
+                # The rule holds on the prefix: what runs past it is not needed (a group
+                # before the last may still be playing a shard of its own up to it).
+                for ref, (shard, _) in list(pending.items()):
+                    if shard.index > manifest.stop_at:
+                        ray.cancel(ref, force=True)
+                        cancelled[ref] = pending.pop(ref)
+                if not pending:
+                    break
             for node in watch.lost():
                 progress.say(
                     f"node {node['node_id'][:12]} at {node['address']} was lost; its shards are "
@@ -874,9 +907,10 @@ def play_all(
     finally:
         for ref in pending:  # interrupted, or stopped: stop what is still running
             ray.cancel(ref, force=True)
-        if pending:  # and let it end, so that no file of it appears after the clean-up
-            ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT)
-        outcome.cancelled = [(shard.index, number) for shard, number in pending.values()]
+        cancelled.update(pending)
+        if cancelled:  # and let it end, so that no file of it appears after the clean-up
+            ray.wait(list(cancelled), num_returns=len(cancelled), timeout=CANCEL_WAIT)
+        outcome.cancelled = [(shard.index, number) for shard, number in cancelled.values()]
 
 
 class NodeWatch:

@@ -264,6 +264,16 @@ def test_a_stopped_sweep_grown_by_a_cell_stops_where_a_fresh_one_does(tmp_path, 
     assert read_rows(union).equals(read_rows(str(fresh / "shards" / "deals")))
     assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
 
+    # A file of the first group lost below the stopping point, which the last group's
+    # tallies still reach: the run plays that shard of the first group again, and only it.
+    next((out / "shards" / "deals").glob("shard-000001_*.parquet")).unlink()
+    again = run(path, *added)
+    assert again.exit_code == 0, again.output
+    assert "1 of " in again.stderr and "1 played" in again.stderr, again.stderr
+    assert json.loads((out / "run.json").read_text())["stop"] == stop
+    assert read_rows(union).equals(read_rows(str(fresh / "shards" / "deals")))
+    assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
+
 
 def test_a_growth_killed_by_sigkill_resumes_to_the_fresh_sweeps_rows(tmp_path, local_ray):
     path, out = write(tmp_path / "grown")
