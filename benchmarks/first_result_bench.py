@@ -1,6 +1,6 @@
 """Time to first result, and throughput, as a user meets them: `clocksweep run`'s wall time.
 
-    python benchmarks/first_result_bench.py [--runs 3] [--skip-large]
+    python benchmarks/first_result_bench.py [--runs 3] [--skip-large] [--without-early]
 
 Each figure is measured in this one run, each command in a process of its own, nothing else
 meant to run beside it:
@@ -14,19 +14,25 @@ meant to run beside it:
   size); 10^8 standard deals in per-deal records in 5,000,000-deal shards; `strategies.toml`
   at 10^8 deals. For each: the wall time less Ray's start and stop, its rate against the
   two-process ceiling, and its end-to-end rate against twice the single-core rate.
+  With ``--without-early``, each sweep also runs, in turn, with every shard left to Ray's
+  workers (none played by the driver while Ray starts).
 - **The fixed cost split** of the 2,000,000-deal sweep, from one more run in a process that
-  times the driver's phases (`phases`): before Ray, Ray's start, playing, Ray's stop.
+  times the driver's phases (`phases`): before Ray, Ray's start (the driver plays meanwhile),
+  playing once Ray is up, Ray's stop.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from pipeline.sweep.early import ENABLED_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = "from pipeline.cli import cli; cli()"
@@ -47,8 +53,7 @@ import json, sys, time
 started = time.monotonic()
 marks = {}
 from pipeline.sweep import cluster, driver
-import ray
-real_connect, real_play, real_shutdown = driver.connect, driver.play_and_record, ray.shutdown
+real_connect, real_play, real_shutdown = driver.connect, driver.play_and_record, driver.shut_down
 def connect(*args, **kwargs):
     marks["before_ray"] = time.monotonic() - started
     out = real_connect(*args, **kwargs)
@@ -64,7 +69,7 @@ def shutdown(*args, **kwargs):
     out = real_shutdown(*args, **kwargs)
     marks["stop_to"] = time.monotonic() - started
     return out
-driver.connect, driver.play_and_record, ray.shutdown = connect, play, shutdown
+driver.connect, driver.play_and_record, driver.shut_down = connect, play, shutdown
 from pipeline.sweep import config
 cfg = config.load(sys.argv[1], sys.argv[2:])
 import io
@@ -100,9 +105,10 @@ SWEEPS = {
 }
 
 
-def timed(command: list[str]) -> tuple[float, str]:
+def timed(command: list[str], early: bool = True) -> tuple[float, str]:
+    env = {**os.environ, ENABLED_ENV: "1" if early else "0"}
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
     return time.monotonic() - started, done.stdout
@@ -122,9 +128,9 @@ def kernel_rate(config: str, sets: list[str], processes: int) -> float:
     return sum(float(proc.communicate()[0]) for proc in running)
 
 
-def sweep_wall(config: str, sets: list[str], output: Path) -> float:
+def sweep_wall(config: str, sets: list[str], output: Path, early: bool = True) -> float:
     command = [sys.executable, "-c", CLI, "run", config, "--fresh", f"--set=output={output}"]
-    seconds, _ = timed(command + [f"--set={s}" for s in sets])
+    seconds, _ = timed(command + [f"--set={s}" for s in sets], early)
     return seconds
 
 
@@ -151,6 +157,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-large", action="store_true", help="the 2M sweep alone")
     parser.add_argument("--work", default="/tmp/clocksweep-first-result")
+    parser.add_argument(
+        "--without-early",
+        action="store_true",
+        help=f"each sweep also with {ENABLED_ENV}=0 (every shard left to Ray), in turn",
+    )
     args = parser.parse_args()
     work = Path(args.work)
     sweeps = {k: v for k, v in SWEEPS.items() if not args.skip_large or k.startswith("2M")}
@@ -161,22 +172,24 @@ def main() -> None:
         one = kernel_rate(config, sets, 1)
         two = kernel_rate(config, sets, 2)
         rates[name] = (one, two)
-    ray_seconds, walls = [], {name: [] for name in sweeps}
+    variants = [True, False] if args.without_early else [True]
+    ray_seconds, walls = [], {(name, e): [] for name in sweeps for e in variants}
     for _ in range(args.runs):  # interleaved, so that a drift of the machine touches all
         ray_seconds.append(ray_alone())
         for name, (config, sets) in sweeps.items():
-            walls[name].append(sweep_wall(config, sets, work / "sweep"))
+            for with_early in variants:
+                walls[name, with_early].append(sweep_wall(config, sets, work / "sweep", with_early))
     ray_mid = statistics.median(ray_seconds)
     print(f"Ray's own start and stop: {span(ray_seconds)} s (median {ray_mid:.2f})")
-    for name, (_, sets) in sweeps.items():
+    for (name, with_early), wall in walls.items():
         one, two = rates[name]
+        sets = sweeps[name][1]
         deals = next(int(s.split("=")[1]) for s in sets if s.startswith("deals="))
-        wall = walls[name]
         less_ray = [w - ray_mid for w in wall]
         print(
             json.dumps(
                 {
-                    "sweep": name,
+                    "sweep": name + ("" if with_early else f", {ENABLED_ENV}=0"),
                     "wall_seconds": span(wall),
                     "over_ray_seconds": span(less_ray),
                     "kernel_one_core": round(one),

@@ -377,7 +377,8 @@ def watch_winners(powers, holding, start, orbit):
     return cycles if start_cycle == cycles else np.int64(0)
 
 
-@nb.njit(cache=True)
+# nogil: a driver plays its first shards in a thread while Ray starts (`sweep.early`).
+@nb.njit(cache=True, nogil=True)
 def play_cells(seed, first, count, cell_codes, tables, out):
     """Play deals first .. first+count-1 under every cell; fill ``out`` (fields x cells x deals).
 

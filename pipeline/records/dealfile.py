@@ -248,7 +248,7 @@ def _pack_words(values, begin, count, width, out, pos):
     return pos
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _delta_binary_packed(cycle, n, out, pos):
     """DELTA_BINARY_PACKED of ``n`` values that go through ``cycle`` over and over (a column's
     values, the seed once, a cell's deal numbers), so a repeated column is never built.
@@ -318,7 +318,7 @@ def _run_at(values, index, n):
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _hybrid(values, width, out, pos):
     """The RLE / bit-packed hybrid: a run of 8 or more equal values is one (count, value) pair;
     anything else is bit-packed in groups of 8 (the last padded) up to the next such run."""
@@ -352,7 +352,7 @@ def _hybrid(values, width, out, pos):
     return pos
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _present(values, absent):
     """1 where ``values`` != ``absent`` (the definition levels of a field null where the
     kernel wrote its sentinel for "no value")."""
@@ -365,7 +365,7 @@ def _present(values, absent):
     return levels, count
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _compress(values, levels, count):
     kept = np.empty(count, dtype=values.dtype)
     at = 0
@@ -376,7 +376,7 @@ def _compress(values, levels, count):
     return kept
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _hint_codes(numerators, denominators, levels, count):
     """The hint d/U of each rescued row as an index into a dictionary of the distinct values,
     in order of first appearance: (indices, numerators, denominators of the dictionary).

@@ -36,14 +36,7 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
     if ray.is_initialized():
         kind = "the Ray session already open in this process"
     else:
-        for source, value in (  # noqa: B007 (source is used after the loop)
-            ("--address", address),
-            ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),
-            ("ray.address", config.ray.get("address")),
-            (None, "local"),
-        ):
-            if value:
-                break
+        source, value = ray_address(config, address)
         if source is not None:
             check_reachable(source, value)
         options = {
@@ -100,6 +93,43 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
         ],
     }
     return started, cluster
+
+
+def ray_address(config: SweepConfig, address: str | None) -> tuple[str | None, str]:
+    """Where Ray is: (what said so, the address); (None, "local") for a new local instance."""
+    for source, value in (
+        ("--address", address),
+        ("RAY_ADDRESS", os.environ.get("RAY_ADDRESS")),
+        ("ray.address", config.ray.get("address")),
+    ):
+        if value:
+            return source, value
+    return None, "local"
+
+
+def starts_local(config: SweepConfig, address: str | None) -> bool:
+    """Whether `connect` would start a new local instance (on this machine, seconds long)."""
+    if address is not None and not address.strip():
+        return False  # refused by `connect`
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        return False
+    return ray_address(config, address)[1] == "local"
+
+
+def shut_down() -> None:
+    """`ray.shutdown()`, which also ends a local instance this process started; that
+    instance's autoscaler monitor (idle on one machine) is ended first, by pid. Ray asks it
+    to end after the control store it then reports to, and waits a second for it to give up."""
+    import ray
+
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    for info in getattr(node, "all_processes", {}).get("monitor", []):
+        process = getattr(info, "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=5)
+    ray.shutdown()
 
 
 @contextmanager

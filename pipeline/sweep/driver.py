@@ -35,13 +35,23 @@ from pipeline.store.files import expected_schemas
 from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
 from pipeline.store.location import Location, is_disk_full
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
-from pipeline.sweep.cluster import connect, connect_seconds, deadline, error_line
+from pipeline.sweep.cluster import (
+    connect,
+    connect_seconds,
+    deadline,
+    error_line,
+    shut_down,
+    starts_local,
+)
 from pipeline.sweep.config import SweepConfig
+from pipeline.sweep.early import EarlyPlayer
+from pipeline.sweep.early import enabled as early_enabled
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
 from pipeline.sweep.stopping import Stopping, tally_pairs
 from pipeline.sweep.task import PlayedGroup, ShardJob, play_shard
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
+EARLY_POLL = 0.05  # seconds between looks at the early player's last unit
 CANCEL_WAIT = 5.0  # seconds the end of a run waits for the tasks it cancelled to end
 STOP_AHEAD = 2  # under a stop rule, shards started past the prefix: at most this x in flight
 
@@ -95,7 +105,7 @@ class Outcome:
     bytes: int = 0
     row_bytes: int = 0  # of the per-deal files alone: what bytes per row counts
     seconds: float = 0.0
-    play_seconds: float = 0.0
+    play_seconds: float = 0.0  # from the first shard started (here, or on Ray) to the end
     stop: dict | None = None  # how a run with a stop rule stopped (`Stopping.record`)
     beyond_stop: int = 0  # shards played past the stopping point, and removed
     cancelled: list[int] = field(default_factory=list)  # shards in flight when the run stopped
@@ -231,7 +241,7 @@ def run(
         else deadline(f"output: {config.output} did not answer within {{seconds}} s")
     ):
         lock = location.lock()
-    started_ray, refused = False, True
+    started_ray, refused, early, playing = False, True, None, False
     signals, seen = ExitStack(), SignalsSeen()
     try:
         state = read_state(location, config, fresh, shards)
@@ -251,13 +261,6 @@ def run(
                 if index is not None and index not in parts[group].manifest
             }
         )
-        cluster = None
-        if todo:
-            undo = None if lock is None else (lambda: lock.release(refused=True))
-            started_ray, cluster = connect(config, address, undo)
-            signals.enter_context(stopped_by_signals(seen))
-        refused = False
-
         progress = Progress(
             stream,
             shards.count * len(parts),
@@ -265,7 +268,20 @@ def run(
             outcome.skipped,
             sum(part.manifest.totals.deals for part in parts),
         )
-        clean_up(location, state, fresh, progress)
+        cluster = None
+        # A local instance to start: its first shards are played here while it starts (what
+        # is cleaned up is cleaned up first). A test's task is left to Ray's workers.
+        if todo and task is play_shard and early_enabled() and starts_local(config, address):
+            clean_up(location, state, fresh, progress)
+            early = EarlyPlayer(early_units(config, shards, parts))
+        if todo:
+            undo = None if lock is None else (lambda: lock.release(refused=True))
+            started_ray, cluster = connect(config, address, undo)
+            signals.enter_context(stopped_by_signals(seen))
+        refused = False
+
+        if early is None:
+            clean_up(location, state, fresh, progress)
         run_record = start_run_record(
             config,
             state.previous if not fresh else None,
@@ -288,8 +304,18 @@ def run(
                 f"{what} to play ({outcome.skipped} already committed) on "
                 f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)"
             )
+            playing = True
             play_and_record(
-                config, location, shards, parts, progress, outcome, task, run_record, stopping
+                config,
+                location,
+                shards,
+                parts,
+                progress,
+                outcome,
+                task,
+                run_record,
+                stopping,
+                early,
             )
         else:
             run_record.stop = stopping.record(manifest.stop_at) if stopping else None
@@ -307,12 +333,18 @@ def run(
         interrupted = None
     finally:
         try:
+            if early is not None and not playing:
+                # Interrupted before play_all took it over: nothing it played is committed.
+                early.stop()
+                for part in state.parts:
+                    remove_partial_files(part.location)
+                    part.location.prune_empty(layout.SHARDS_DIR)  # the directories it made
+                for part in state.parts[1:]:
+                    location.prune_empty(part.group.directory)
             if lock is not None:
                 lock.release(refused=refused)
             if started_ray:
-                import ray
-
-                ray.shutdown()
+                shut_down()
         finally:
             signals.close()
     if interrupted is not None:
@@ -507,10 +539,11 @@ def play_and_record(
     task,
     run_record: RunRecord,
     stopping: Stopping | None = None,
+    early: EarlyPlayer | None = None,
 ) -> None:
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
-    playing = time.monotonic()
+    playing = time.monotonic() if early is None else early.began
     manifest = parts[-1].manifest
 
     def node_lost(node: dict) -> None:  # recorded as it happens, not only at the end
@@ -518,7 +551,7 @@ def play_and_record(
         location.write_json(RUN_FILE, run_record.to_json())
 
     try:
-        play_all(config, shards, parts, progress, outcome, task, node_lost)
+        play_all(config, shards, parts, progress, outcome, task, node_lost, early)
         status = "failed" if outcome.failed else "complete"
     finally:
         outcome.play_seconds = time.monotonic() - playing
@@ -695,26 +728,8 @@ def start_run_record(
     return record
 
 
-def play_all(
-    config: SweepConfig,
-    shards: ShardPlan,
-    parts: list[Part],
-    progress: Progress,
-    outcome: Outcome,
-    task,
-    node_lost=None,
-) -> None:
-    """Keep tasks in flight until every shard of every cell group is committed or out of
-    attempts. A task plays one shard of one group; a group's shard waits for the groups
-    before it to commit theirs (it reads their wins). A full disk stops the run
-    (layout.ResultsError): every attempt would fail the same way. A node the cluster loses is
-    reported as Ray finds it dead and passed to ``node_lost`` (a dict of node_id, address and
-    when it was lost); its shards fail and are played again on the other nodes."""
-    import ray
-
-    remote = ray.remote(num_cpus=1, max_retries=0)(task)
-    in_flight = max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
-    manifest = parts[-1].manifest  # the stop rule's
+def group_jobs(config: SweepConfig, parts: list[Part]) -> list[dict]:
+    """What every job of each cell group has in common (`ShardJob`'s other fields)."""
     common = []
     for number, part in enumerate(parts):
         cells = groups.sweep_cells([p.group for p in parts[: number + 1]])
@@ -731,7 +746,82 @@ def play_all(
                 "tally_pairs": tuple(tally_pairs(cells)),
             }
         )
-    wins_table = layout.DEALS_TABLE if config.record == "deals" else layout.WINS_TABLE
+    return common
+
+
+def wins_table_of(config: SweepConfig) -> str:
+    """The table whose files hold a shard's wins, which a later cell group reads."""
+    return layout.DEALS_TABLE if config.record == "deals" else layout.WINS_TABLE
+
+
+def played_before(
+    parts: list[Part], index: int, number: int, wins_table: str
+) -> tuple[PlayedGroup, ...] | None:
+    """The groups before group ``number`` whose wins its shard ``index`` reads: None until
+    each has committed the shard in a written manifest."""
+    played = []
+    for part in parts[:number]:
+        entry = part.manifest.entry(index)
+        if entry is None or not part.manifest.written(index):
+            return None
+        played.append(PlayedGroup(part.location, part.group.cells, entry.files_of(wins_table)[0]))
+    return tuple(played)
+
+
+def early_units(config: SweepConfig, shards: ShardPlan, parts: list[Part]):
+    """The units the early player may play, in the order the driver would start them: those
+    not committed whose earlier groups have the shard (made as they are asked for)."""
+    common, wins_table = group_jobs(config, parts), wins_table_of(config)
+    stop = parts[-1].manifest.stop_at
+    for shard in shards:
+        if stop is not None and shard.index > stop:
+            return
+        for number, part in enumerate(parts):
+            if shard.index in part.manifest:
+                continue
+            reads = played_before(parts, shard.index, number, wins_table)
+            if reads is not None:
+                job = ShardJob(shard=shard, attempt=1, earlier=reads, **common[number])
+                yield (shard, number), job
+
+
+def play_all(
+    config: SweepConfig,
+    shards: ShardPlan,
+    parts: list[Part],
+    progress: Progress,
+    outcome: Outcome,
+    task,
+    node_lost=None,
+    early: EarlyPlayer | None = None,
+) -> None:
+    """Keep tasks in flight until every shard of every cell group is committed or out of
+    attempts; ``early``, what the driver played while Ray started, is taken in first. A task
+    plays one shard of one group; a group's shard waits for the groups before it to commit
+    theirs (it reads their wins). A full disk stops the run
+    (layout.ResultsError): every attempt would fail the same way. A node the cluster loses is
+    reported as Ray finds it dead and passed to ``node_lost`` (a dict of node_id, address and
+    when it was lost); its shards fail and are played again on the other nodes."""
+    import ray
+
+    remote = ray.remote(num_cpus=1, max_retries=0)(task)
+    in_flight = max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
+    manifest = parts[-1].manifest  # the stop rule's
+    common = group_jobs(config, parts)
+    wins_table = wins_table_of(config)
+    # The unit the early player is still playing (as (shard index, group)), and its entry's
+    # node: this machine's, where the local instance runs.
+    held = None if early is None else early.close()
+    held = None if held is None else (held[0].index, held[1])
+    if early is not None and early.started:
+        progress.say(
+            f"{early.started - (held is not None)} shard(s) played while Ray started"
+            + (", 1 still playing here" if held is not None else "")
+        )
+    here = {
+        "node": ray.util.get_node_ip_address(),
+        "node_id": ray.get_runtime_context().get_node_id(),
+    }
 
     # (shard, group) in shard order, made as they are asked for: a plan can hold more shards
     # than memory.
@@ -740,7 +830,7 @@ def play_all(
             if manifest.stop_at is not None and shard.index > manifest.stop_at:
                 return
             for number, part in enumerate(parts):
-                if shard.index not in part.manifest:
+                if shard.index not in part.manifest and (shard.index, number) != held:
                     yield shard, number
 
     upcoming = unplayed()
@@ -785,23 +875,53 @@ def play_all(
             progress.done_deals -= shard.count
             failed((shard, number), why)
 
+    def finish(unit: tuple[Shard, int], result) -> None:
+        """A unit's attempt ended: its entry committed, or its failure reported and retried
+        (a full disk stops the run: every attempt would fail the same way)."""
+        nonlocal report_removed
+        shard, number = unit
+        if isinstance(result, BaseException):
+            cause = getattr(result, "cause", None)
+            if is_disk_full(cause if isinstance(cause, BaseException) else result):
+                committed = min(len(part.manifest) for part in parts)
+                raise layout.ResultsError(
+                    f"output: {config.output}: the disk is full (No space left on device) "
+                    f"while shard {shard.index} was written; the {committed} "
+                    "shard(s) committed are kept: free space and rerun the same command"
+                ) from None
+            failed(unit, error_line(result))
+            return
+        if result.node_id is None:  # played by the early player, on this machine
+            result = replace(result, **here)
+        parts[number].manifest.commit(replace(result, attempts=attempts.pop((shard.index, number))))
+        if not report_removed:
+            # The results now differ from what a report of them said: remove it.
+            parts[0].location.delete(layout.REPORT_DIR)
+            report_removed = True
+        outcome.played += 1
+        outcome.played_deals += shard.count
+        progress.done_shards += 1
+        progress.done_deals += shard.count
+
+    def from_early() -> None:
+        """What the early player finished: committed, or failed and retried on Ray."""
+        nonlocal held
+        for (shard, number), result in early.take():
+            if (shard.index, number) == held:
+                held = None
+            attempts.setdefault((shard.index, number), 1)
+            finish((shard, number), result)
+
     def earlier(unit: tuple[Shard, int]) -> tuple[PlayedGroup, ...] | None:
         """The groups before the unit's, whose wins it reads: None until each has committed
         the shard, and put its files in place."""
         shard, number = unit
         if ahead and pending and shard.index >= manifest.prefix + ahead:
             return None
-        played = []
         for before, part in enumerate(parts[:number]):
             if shard.index in part.manifest.unwritten:  # committed, but not yet written
                 settle(part.manifest.flush(), before)
-            entry = part.manifest.entry(shard.index)
-            if entry is None or not part.manifest.written(shard.index):
-                return None
-            played.append(
-                PlayedGroup(part.location, part.group.cells, entry.files_of(wins_table)[0])
-            )
-        return tuple(played)
+        return played_before(parts, shard.index, number, wins_table)
 
     def needed(unit: tuple[Shard, int]) -> bool:
         """Not past the stopping point, nor of a shard that a group before gave up on."""
@@ -831,6 +951,10 @@ def play_all(
         return None, None
 
     try:
+        if held is not None:
+            attempts[held] = 1
+        if early is not None:
+            from_early()
         while True:
             while len(pending) < in_flight:
                 unit, reads = next_unit()
@@ -845,13 +969,19 @@ def play_all(
                     **common[number],
                 )
                 pending[remote.remote(job)] = unit
-            if not pending:
+            if not pending and held is None:
                 for number, part in enumerate(parts):
                     settle(part.manifest.flush(), number)
                 if retries or any(needed(u) and earlier(u) is not None for u in waiting):
                     continue
                 break
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_INTERVAL)
+            # While the early player is on its last unit, its end is looked for often.
+            wait = PROGRESS_INTERVAL if held is None else EARLY_POLL
+            ready = []
+            if pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
+            else:
+                early.wait(wait)
             if ready:
                 done = set(ready)
                 rest = [ref for ref in pending if ref not in done]
@@ -859,31 +989,14 @@ def play_all(
                     ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
             for ref in ready:
                 unit = pending.pop(ref)
-                shard, number = unit
                 try:
                     entry = ray.get(ref)
                 except Exception as error:  # a task's failure is reported, then retried
-                    cause = getattr(error, "cause", None)
-                    if is_disk_full(cause if isinstance(cause, BaseException) else error):
-                        committed = min(len(part.manifest) for part in parts)
-                        raise layout.ResultsError(
-                            f"output: {config.output}: the disk is full (No space left on device) "
-                            f"while shard {shard.index} was written; the {committed} "
-                            "shard(s) committed are kept: free space and rerun the same command"
-                        ) from None
-                    failed(unit, error_line(error))
+                    finish(unit, error)
                     continue
-                parts[number].manifest.commit(
-                    replace(entry, attempts=attempts.pop((shard.index, number)))
-                )
-                if not report_removed:
-                    # The results now differ from what a report of them said: remove it.
-                    parts[0].location.delete(layout.REPORT_DIR)
-                    report_removed = True
-                outcome.played += 1
-                outcome.played_deals += shard.count
-                progress.done_shards += 1
-                progress.done_deals += shard.count
+                finish(unit, entry)
+            if early is not None:
+                from_early()
             for number, part in enumerate(parts):
                 settle(part.manifest.flush(at_most_every=MANIFEST_INTERVAL), number)
             if manifest.stop_at is not None:
@@ -893,7 +1006,11 @@ def play_all(
                     if shard.index > manifest.stop_at:
                         ray.cancel(ref, force=True)
                         cancelled[ref] = pending.pop(ref)
-                if not pending:
+                if held is not None and held[0] > manifest.stop_at:
+                    early.stop()
+                    cancelled[held] = (shards[held[0]], held[1])
+                    held = None
+                if not pending and held is None:
                     break
             for node in watch.lost():
                 progress.say(
@@ -908,8 +1025,12 @@ def play_all(
         for ref in pending:  # interrupted, or stopped: stop what is still running
             ray.cancel(ref, force=True)
         cancelled.update(pending)
-        if cancelled:  # and let it end, so that no file of it appears after the clean-up
-            ray.wait(list(cancelled), num_returns=len(cancelled), timeout=CANCEL_WAIT)
+        if held is not None:
+            early.stop()
+            cancelled[held] = (shards[held[0]], held[1])
+        refs = [ref for ref in cancelled if not isinstance(ref, tuple)]
+        if refs:  # and let them end, so that no file of theirs appears after the clean-up
+            ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT)
         outcome.cancelled = [(shard.index, number) for shard, number in cancelled.values()]
 
 
@@ -953,7 +1074,8 @@ def summary_line(config: SweepConfig, outcome: Outcome) -> str:
     rate = ""
     if outcome.played and outcome.play_seconds > 0:
         rate = (
-            f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s once Ray was up"
+            f", {format_rate(outcome.played_deals / outcome.play_seconds)} deals/s from the "
+            "first shard on"
         )
     head = (
         f"{outcome.cells or len(config.cells)} cells x {outcome.deals:,} deals committed in "

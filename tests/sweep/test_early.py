@@ -1,0 +1,181 @@
+"""The shards a driver plays while the local Ray instance it starts comes up (`sweep.early`):
+the same bytes as Ray's workers write, committed by the driver like theirs, and nothing of
+them left when the run is stopped before Ray is up."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from faults import driver
+from processes import end_processes
+from rows import kernel_rows, read_rows
+
+from pipeline.store.location import Location
+from pipeline.store.plan import plan_shards
+from pipeline.sweep import config as sweep_config
+from pipeline.sweep import early
+from pipeline.sweep.early import EarlyPlayer
+from pipeline.sweep.task import ShardJob, write_shard
+
+SEED = 11
+CONFIG = f"""
+name = "early"
+seed = {SEED}
+deals = 40_000
+shard_size = 1000
+[grid]
+variant = ["standard", "one_swap"]
+strategy = ["random"]
+finale = ["up"]
+depth = ["top"]
+"""
+PLAYED = re.compile(r"(\d+) shard\(s\) played while Ray started")
+
+
+def sha256s(out: Path) -> list[str]:
+    shards = json.loads((out / "manifest.json").read_text())["shards"]
+    return [f["sha256"] for entry in shards for f in entry["files"]]
+
+
+def run_driver(config_file: Path, out: Path, marker: str, **env) -> str:
+    try:
+        proc = driver(config_file, out, env={"RAY_TMPDIR": marker, **env})
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        end_processes(marker, remove=True)
+    assert proc.returncode == 0, stderr
+    return stderr
+
+
+def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
+    """A driver that starts its own instance plays its first shards itself; the files are
+    byte for byte those of a run that leaves every shard to Ray, and the rows the kernel's."""
+    config_file = tmp_path / "early.toml"
+    config_file.write_text(CONFIG)
+    marker = f"/tmp/csearly{os.getpid()}"
+    with_early = run_driver(config_file, tmp_path / "on", marker)
+    played = PLAYED.search(with_early)
+    assert played and int(played.group(1)) >= 1, with_early
+    without = run_driver(config_file, tmp_path / "off", marker, **{early.ENABLED_ENV: "0"})
+    assert PLAYED.search(without) is None, without
+    assert sha256s(tmp_path / "on") == sha256s(tmp_path / "off")
+    assert read_rows(tmp_path / "on" / "shards" / "deals").equals(kernel_rows(CONFIG))
+    record = json.loads((tmp_path / "on" / "run.json").read_text())["runs"][-1]
+    assert record["status"] == "complete" and record["shards_played"] == 40
+    nodes = {
+        entry["node_id"]
+        for entry in json.loads((tmp_path / "on" / "manifest.json").read_text())["shards"]
+    }
+    assert len(nodes) == 1 and None not in nodes  # the early shards carry the local node too
+
+
+def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path):
+    """SIGINT while the driver plays and Ray is not up yet: exit 130, no shard file left (the
+    early shards were never committed), and a rerun plays every shard."""
+    config_file = tmp_path / "early.toml"
+    config_file.write_text(CONFIG.replace("deals = 40_000", "deals = 400_000"))
+    out, marker = tmp_path / "out", f"/tmp/csearlyint{os.getpid()}"
+    try:
+        proc = driver(config_file, out, env={"RAY_TMPDIR": marker})
+        partial = out / "shards" / ".partial"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if partial.exists() and any(p.is_file() for p in partial.rglob("*")):
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None and not (out / "manifest.json").exists()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        end_processes(marker, remove=True)
+    assert proc.returncode == 130, stderr
+    assert "interrupted by SIGINT" in stderr and "Traceback" not in stderr
+    assert not [p for p in (out / "shards").rglob("*") if p.is_file()]
+    stderr = run_driver(config_file, out, marker)
+    assert "400 of 400 shards to play (0 already committed)" in stderr
+    assert read_rows(out / "shards" / "deals").equals(
+        kernel_rows(CONFIG.replace("deals = 40_000", "deals = 400_000"))
+    )
+
+
+def job(location: Location, index: int, shard_size: int = 1000) -> ShardJob:
+    cells = sweep_config.from_dict(tomllib.loads(CONFIG), source="test").cells
+    return ShardJob(
+        location=location,
+        shard=plan_shards(0, (index + 1) * shard_size, shard_size)[index],
+        seed=SEED,
+        cells=tuple(cells)[:1],
+        record="deals",
+        provenance={"test": "early"},
+        attempt=1,
+    )
+
+
+def finished(player: EarlyPlayer, count: int, seconds: float = 60) -> list:
+    deadline, got = time.monotonic() + seconds, []
+    while len(got) < count and time.monotonic() < deadline:
+        got += player.take()
+        time.sleep(0.01)
+    return got
+
+
+def test_the_player_plays_in_order_until_closed(tmp_path):
+    """Entries as `write_shard` makes them, in order; after `close` no unit is asked for."""
+    location = Location(str(tmp_path / "r"))
+    asked = []
+
+    def units():
+        for index in range(1000):
+            asked.append(index)
+            yield (index, 0), job(location, index)
+
+    player = EarlyPlayer(units())
+    got = finished(player, 2)
+    player.close()
+    player.wait(60)  # the unit being played when closed is finished
+    got += player.take()
+    taken = len(asked)
+    time.sleep(0.2)
+    assert len(asked) == taken < 1000 and player.take() == []
+    assert [unit for unit, _ in got] == [(index, 0) for index in asked]
+    assert all(not isinstance(result, BaseException) for _, result in got)
+    alone = write_shard(job(Location(str(tmp_path / "alone")), 0))
+    assert got[0][1].files == alone.files
+
+
+def test_a_stopped_unit_leaves_no_file_and_a_failure_is_handed_back(tmp_path):
+    """`stop` mid-shard: the unit ends in `Stopped` and its staged file is removed; a unit
+    that cannot be written is handed back with its error, for the driver to retry."""
+    location = Location(str(tmp_path / "r"))
+    big = job(location, 0, shard_size=3_000_000)  # several batches
+    player = EarlyPlayer(iter([((0, 0), big)]))
+    partial = tmp_path / "r" / "shards" / ".partial"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(p.is_file() for p in partial.rglob("*")):
+        time.sleep(0.005)
+    player.stop()
+    ((unit, result),) = player.take()
+    assert unit == (0, 0) and isinstance(result, early.Stopped)
+    assert not [p for p in partial.rglob("*") if p.is_file()]
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    player = EarlyPlayer(iter([((0, 0), job(Location(str(blocked / "r")), 0))]))
+    ((_, result),) = finished(player, 1)
+    assert isinstance(result, OSError)
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("1", True), (None, True)])
+def test_the_switch(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv(early.ENABLED_ENV, raising=False)
+    else:
+        monkeypatch.setenv(early.ENABLED_ENV, value)
+    assert early.enabled() is on
