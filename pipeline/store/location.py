@@ -230,13 +230,9 @@ class Location:
 
     def prune_partial(self) -> None:
         """Remove PARTIAL_DIR's directories once they hold nothing (locally)."""
-        self.prune_empty(PARTIAL_DIR)
-
-    def prune_empty(self, relative: str) -> None:
-        """Remove ``relative`` and the directories under it once they hold nothing (locally)."""
-        if not self.is_local or self.kind(relative) != "directory":
+        if not self.is_local or self.kind(PARTIAL_DIR) != "directory":
             return
-        for folder, _, _ in sorted(os.walk(self.full(relative)), reverse=True):
+        for folder, _, _ in sorted(os.walk(self.full(PARTIAL_DIR)), reverse=True):
             try:
                 os.rmdir(folder)
             except OSError:

@@ -122,13 +122,16 @@ def shut_down() -> None:
     to end after the control store it then reports to, and waits a second for it to give up."""
     import ray
 
-    node = getattr(getattr(ray, "_private", None), "worker", None)
-    node = getattr(node, "_global_node", None)
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(worker, "_global_node", None)
     for info in getattr(node, "all_processes", {}).get("monitor", []):
         process = getattr(info, "process", None)
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait(timeout=5)
+        try:
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(timeout=5)
+        except Exception:  # noqa: BLE001 (then Ray's own shutdown ends it, as it would)
+            pass
     ray.shutdown()
 
 

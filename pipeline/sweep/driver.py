@@ -44,7 +44,7 @@ from pipeline.sweep.cluster import (
     starts_local,
 )
 from pipeline.sweep.config import SweepConfig
-from pipeline.sweep.early import EarlyPlayer
+from pipeline.sweep.early import EarlyPlayer, Stopped
 from pipeline.sweep.early import enabled as early_enabled
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
 from pipeline.sweep.stopping import Stopping, tally_pairs
@@ -241,7 +241,7 @@ def run(
         else deadline(f"output: {config.output} did not answer within {{seconds}} s")
     ):
         lock = location.lock()
-    started_ray, refused, early, playing = False, True, None, False
+    started_ray, refused, early, playing, interrupted = False, True, None, False, None
     signals, seen = ExitStack(), SignalsSeen()
     try:
         state = read_state(location, config, fresh, shards)
@@ -268,35 +268,51 @@ def run(
             outcome.skipped,
             sum(part.manifest.totals.deals for part in parts),
         )
-        cluster = None
-        # A local instance to start: its first shards are played here while it starts (what
-        # is cleaned up is cleaned up first). A test's task is left to Ray's workers.
-        if todo and task is play_shard and early_enabled() and starts_local(config, address):
+
+        def prepare(cluster: dict | None) -> RunRecord:
+            """What comes before the first shard: the clean-up, the run record, the
+            manifests as they stand."""
             clean_up(location, state, fresh, progress)
+            record = start_run_record(
+                config,
+                state.previous if not fresh else None,
+                cluster,
+                todo,
+                outcome.skipped,
+                [part.group for part in parts],
+            )
+            location.write_json(RUN_FILE, record.to_json())
+            if stopping is not None:
+                progress.target = stopping.status
+            if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
+                drop_beyond_stop(shards, parts, progress, outcome)
+            for part in parts:
+                part.manifest.flush()
+            return record
+
+        cluster = None
+        # A local instance to start, for local output: its first shards are played here while
+        # it starts, once all that comes before them is done (its Ray recorded when it is up).
+        # A test's task is left to Ray's workers.
+        if (
+            todo
+            and task is play_shard
+            and location.is_local
+            and early_enabled()
+            and starts_local(config, address)
+        ):
+            run_record = prepare(None)
             early = EarlyPlayer(early_units(config, shards, parts))
         if todo:
             undo = None if lock is None else (lambda: lock.release(refused=True))
             started_ray, cluster = connect(config, address, undo)
             signals.enter_context(stopped_by_signals(seen))
         refused = False
-
         if early is None:
-            clean_up(location, state, fresh, progress)
-        run_record = start_run_record(
-            config,
-            state.previous if not fresh else None,
-            cluster,
-            todo,
-            outcome.skipped,
-            [part.group for part in parts],
-        )
-        location.write_json(RUN_FILE, run_record.to_json())
-        if stopping is not None:
-            progress.target = stopping.status
-        if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
-            drop_beyond_stop(shards, parts, progress, outcome)
-        for part in parts:
-            part.manifest.flush()
+            run_record = prepare(cluster)
+        else:
+            run_record.runs[-1]["ray"] = cluster
+            location.write_json(RUN_FILE, run_record.to_json())
         if todo:
             what = "shards" if len(parts) == 1 else f"shards x {len(parts)} cell groups"
             progress.say(
@@ -333,14 +349,15 @@ def run(
         interrupted = None
     finally:
         try:
-            if early is not None and not playing:
-                # Interrupted before play_all took it over: nothing it played is committed.
-                early.stop()
-                for part in state.parts:
-                    remove_partial_files(part.location)
-                    part.location.prune_empty(layout.SHARDS_DIR)  # the directories it made
-                for part in state.parts[1:]:
-                    location.prune_empty(part.group.directory)
+            if early is not None:
+                early.stop()  # play_all has, unless it never began
+                if not playing:  # nothing it played is committed
+                    for part in state.parts:
+                        remove_partial_files(part.location)
+                    run_record.runs[-1].update(
+                        finished=now(), status="failed" if interrupted is None else "interrupted"
+                    )
+                    location.write_json(RUN_FILE, run_record.to_json())
             if lock is not None:
                 lock.release(refused=refused)
             if started_ray:
@@ -543,7 +560,7 @@ def play_and_record(
 ) -> None:
     """Play what is left, then record how the run ended, however it ends."""
     status = "interrupted"
-    playing = time.monotonic() if early is None else early.began
+    playing = time.monotonic()
     manifest = parts[-1].manifest
 
     def node_lost(node: dict) -> None:  # recorded as it happens, not only at the end
@@ -554,6 +571,8 @@ def play_and_record(
         play_all(config, shards, parts, progress, outcome, task, node_lost, early)
         status = "failed" if outcome.failed else "complete"
     finally:
+        if early is not None and early.started:
+            playing = early.began
         outcome.play_seconds = time.monotonic() - playing
         try:
             if manifest.stop_at is not None:
@@ -809,19 +828,8 @@ def play_all(
     manifest = parts[-1].manifest  # the stop rule's
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
-    # The unit the early player is still playing (as (shard index, group)), and its entry's
-    # node: this machine's, where the local instance runs.
-    held = None if early is None else early.close()
-    held = None if held is None else (held[0].index, held[1])
-    if early is not None and early.started:
-        progress.say(
-            f"{early.started - (held is not None)} shard(s) played while Ray started"
-            + (", 1 still playing here" if held is not None else "")
-        )
-    here = {
-        "node": ray.util.get_node_ip_address(),
-        "node_id": ray.get_runtime_context().get_node_id(),
-    }
+    held = None  # the unit the early player is still playing, as (shard index, group)
+    here = {}  # the node of what it played: this machine's, where the local instance runs
 
     # (shard, group) in shard order, made as they are asked for: a plan can hold more shards
     # than memory.
@@ -830,7 +838,8 @@ def play_all(
             if manifest.stop_at is not None and shard.index > manifest.stop_at:
                 return
             for number, part in enumerate(parts):
-                if shard.index not in part.manifest and (shard.index, number) != held:
+                # A unit with attempts is in hand (the early player's, or retried).
+                if shard.index not in part.manifest and (shard.index, number) not in attempts:
                     yield shard, number
 
     upcoming = unplayed()
@@ -910,7 +919,8 @@ def play_all(
             if (shard.index, number) == held:
                 held = None
             attempts.setdefault((shard.index, number), 1)
-            finish((shard, number), result)
+            if not isinstance(result, Stopped):  # stopped past the stopping point
+                finish((shard, number), result)
 
     def earlier(unit: tuple[Shard, int]) -> tuple[PlayedGroup, ...] | None:
         """The groups before the unit's, whose wins it reads: None until each has committed
@@ -951,9 +961,20 @@ def play_all(
         return None, None
 
     try:
-        if held is not None:
-            attempts[held] = 1
         if early is not None:
+            held = early.close()
+            held = None if held is None else (held[0].index, held[1])
+            if held is not None:
+                attempts[held] = 1
+            if early.started:
+                progress.say(
+                    f"{early.started - (held is not None)} shard(s) played while Ray started"
+                    + (", 1 still playing here" if held is not None else "")
+                )
+            here.update(
+                node=ray.util.get_node_ip_address(),
+                node_id=ray.get_runtime_context().get_node_id(),
+            )
             from_early()
         while True:
             while len(pending) < in_flight:
@@ -1010,7 +1031,7 @@ def play_all(
                     early.stop()
                     cancelled[held] = (shards[held[0]], held[1])
                     held = None
-                if not pending and held is None:
+                if not pending and held is None and not retries:
                     break
             for node in watch.lost():
                 progress.say(
@@ -1025,8 +1046,9 @@ def play_all(
         for ref in pending:  # interrupted, or stopped: stop what is still running
             ray.cancel(ref, force=True)
         cancelled.update(pending)
-        if held is not None:
+        if early is not None:
             early.stop()
+        if held is not None:
             cancelled[held] = (shards[held[0]], held[1])
         refs = [ref for ref in cancelled if not isinstance(ref, tuple)]
         if refs:  # and let them end, so that no file of theirs appears after the clean-up

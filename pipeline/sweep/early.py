@@ -1,5 +1,5 @@
-"""A driver's first shards, played in a thread of its own while the local Ray instance it
-starts comes up: `ray.init` spends seconds waiting on the processes it starts, with a core to
+"""A driver's first shards (local output), played in a thread of its own while the local Ray
+instance it starts comes up: `ray.init` spends seconds waiting on the processes it starts, with a core to
 spare, and the kernel releases the GIL.
 
 The thread plays the units (shard, cell group) it is given in order, with the production
@@ -23,7 +23,7 @@ from pipeline.sweep.task import ShardJob, write_shard
 
 ENABLED_ENV = "CLOCKSWEEP_PLAY_WHILE_RAY_STARTS"
 
-Unit = tuple  # (Shard, group number), as the driver schedules them
+Unit = tuple[object, int]  # (Shard, group number), as the driver schedules them
 
 
 def enabled() -> bool:

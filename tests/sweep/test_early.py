@@ -44,6 +44,10 @@ def sha256s(out: Path) -> list[str]:
     return [f["sha256"] for entry in shards for f in entry["files"]]
 
 
+def last_run(out: Path) -> dict:
+    return json.loads((out / "run.json").read_text())["runs"][-1]
+
+
 def run_driver(config_file: Path, out: Path, marker: str, **env) -> str:
     try:
         proc = driver(config_file, out, env={"RAY_TMPDIR": marker, **env})
@@ -78,7 +82,8 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
 
 def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path):
     """SIGINT while the driver plays and Ray is not up yet: exit 130, no shard file left (the
-    early shards were never committed), and a rerun plays every shard."""
+    early shards were never committed), the run recorded as interrupted, and a rerun plays
+    every shard."""
     config_file = tmp_path / "early.toml"
     config_file.write_text(CONFIG.replace("deals = 40_000", "deals = 400_000"))
     out, marker = tmp_path / "out", f"/tmp/csearlyint{os.getpid()}"
@@ -90,7 +95,7 @@ def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path):
             if partial.exists() and any(p.is_file() for p in partial.rglob("*")):
                 break
             time.sleep(0.02)
-        assert proc.poll() is None and not (out / "manifest.json").exists()
+        assert proc.poll() is None and last_run(out)["ray"] is None  # Ray is not up yet
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     finally:
@@ -98,6 +103,8 @@ def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path):
     assert proc.returncode == 130, stderr
     assert "interrupted by SIGINT" in stderr and "Traceback" not in stderr
     assert not [p for p in (out / "shards").rglob("*") if p.is_file()]
+    assert json.loads((out / "manifest.json").read_text())["shards"] == []
+    assert last_run(out)["status"] == "interrupted"
     stderr = run_driver(config_file, out, marker)
     assert "400 of 400 shards to play (0 already committed)" in stderr
     assert read_rows(out / "shards" / "deals").equals(
