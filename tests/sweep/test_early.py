@@ -145,6 +145,8 @@ def test_the_player_plays_in_order_until_closed(tmp_path):
 
     player = EarlyPlayer(units())
     got = finished(player, 2)
+    # While Ray starts, the thread plays at the lowest priority: Ray's processes come first.
+    assert os.getpriority(os.PRIO_PROCESS, player._tid) == early.NICE_WHILE_RAY_STARTS
     player.close()
     player.wait(60)  # the unit being played when closed is finished
     got += player.take()
