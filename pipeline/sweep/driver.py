@@ -108,7 +108,8 @@ class Outcome:
     play_seconds: float = 0.0  # from the first shard started (here, or on Ray) to the end
     stop: dict | None = None  # how a run with a stop rule stopped (`Stopping.record`)
     beyond_stop: int = 0  # shards played past the stopping point, and removed
-    cancelled: list[int] = field(default_factory=list)  # shards in flight when the run stopped
+    # (shard, cell group) of the units in flight when the run stopped
+    cancelled: list[tuple[int, int]] = field(default_factory=list)
     committed: int = 0
     cells: int = 0  # every cell group's
 
