@@ -788,21 +788,28 @@ def played_before(
     return tuple(played)
 
 
-def early_units(config: SweepConfig, shards: ShardPlan, parts: list[Part]):
-    """The units the early player may play, in the order the driver would start them: those
-    not committed whose earlier groups have the shard (made as they are asked for)."""
-    common, wins_table = group_jobs(config, parts), wins_table_of(config)
-    stop = parts[-1].manifest.stop_at
+def units_left(shards: ShardPlan, parts: list[Part], taken=()):
+    """(shard, group) not committed, in shard order, up to the stopping point (as it is when
+    each is asked for), less those in ``taken`` (as (shard index, group)); made as they are
+    asked for: a plan can hold more shards than memory."""
     for shard in shards:
+        stop = parts[-1].manifest.stop_at  # the stop rule's
         if stop is not None and shard.index > stop:
             return
         for number, part in enumerate(parts):
-            if shard.index in part.manifest:
-                continue
-            reads = played_before(parts, shard.index, number, wins_table)
-            if reads is not None:
-                job = ShardJob(shard=shard, attempt=1, earlier=reads, **common[number])
-                yield (shard, number), job
+            if shard.index not in part.manifest and (shard.index, number) not in taken:
+                yield shard, number
+
+
+def early_units(config: SweepConfig, shards: ShardPlan, parts: list[Part]):
+    """The units the early player may play, in the order the driver would start them: those
+    left whose earlier groups have the shard, with their jobs."""
+    common, wins_table = group_jobs(config, parts), wins_table_of(config)
+    for shard, number in units_left(shards, parts):
+        reads = played_before(parts, shard.index, number, wins_table)
+        if reads is not None:
+            job = ShardJob(shard=shard, attempt=1, earlier=reads, **common[number])
+            yield (shard, number), job
 
 
 def play_all(
@@ -832,18 +839,6 @@ def play_all(
     held = None  # the unit the early player is still playing, as (shard index, group)
     here = {}  # the node of what it played: this machine's, where the local instance runs
 
-    # (shard, group) in shard order, made as they are asked for: a plan can hold more shards
-    # than memory.
-    def unplayed():
-        for shard in shards:
-            if manifest.stop_at is not None and shard.index > manifest.stop_at:
-                return
-            for number, part in enumerate(parts):
-                # A unit with attempts is in hand (the early player's, or retried).
-                if shard.index not in part.manifest and (shard.index, number) not in attempts:
-                    yield shard, number
-
-    upcoming = unplayed()
     # Under a stop rule, shards past the point are played for nothing: while some are in
     # flight, none is started more than this far past the prefix the rule has read.
     ahead = STOP_AHEAD * in_flight if config.stop else None
@@ -851,8 +846,11 @@ def play_all(
     given_up: set[int] = set()  # shards out of attempts in some group
     retries: deque[tuple[Shard, int]] = deque()
     attempts: dict[tuple[int, int], int] = {}
+    # A unit with attempts is in hand (the early player's, or retried).
+    upcoming = units_left(shards, parts, taken=attempts)
     pending = {}
     cancelled = {}  # past the stopping point: cancelled, to be waited for
+    stopped_here: list[tuple[Shard, int]] = []  # the early player's unit, likewise
     report_removed = False
     allowed = 1 + config.max_retries
     watch = NodeWatch(ray)
@@ -1030,7 +1028,7 @@ def play_all(
                         cancelled[ref] = pending.pop(ref)
                 if held is not None and held[0] > manifest.stop_at:
                     early.stop()
-                    cancelled[held] = (shards[held[0]], held[1])
+                    stopped_here.append((shards[held[0]], held[1]))
                     held = None
                 if not pending and held is None and not retries:
                     break
@@ -1050,11 +1048,12 @@ def play_all(
         if early is not None:
             early.stop()
         if held is not None:
-            cancelled[held] = (shards[held[0]], held[1])
-        refs = [ref for ref in cancelled if not isinstance(ref, tuple)]
-        if refs:  # and let them end, so that no file of theirs appears after the clean-up
-            ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT)
-        outcome.cancelled = [(shard.index, number) for shard, number in cancelled.values()]
+            stopped_here.append((shards[held[0]], held[1]))
+        if cancelled:  # and let them end, so that no file of theirs appears after the clean-up
+            ray.wait(list(cancelled), num_returns=len(cancelled), timeout=CANCEL_WAIT)
+        outcome.cancelled = [
+            (shard.index, number) for shard, number in [*cancelled.values(), *stopped_here]
+        ]
 
 
 class NodeWatch:
