@@ -1,6 +1,7 @@
 """Time to first result, and throughput, as a user meets them: `clocksweep run`'s wall time.
 
     python benchmarks/first_result_bench.py [--runs 3] [--skip-large] [--without-early]
+        [--without-split]
 
 Each figure is measured in this one run, each command in a process of its own, nothing else
 meant to run beside it:
@@ -15,7 +16,8 @@ meant to run beside it:
   at 10^8 deals. For each: the wall time less Ray's start and stop, its rate against the
   two-process ceiling, and its end-to-end rate against twice the single-core rate.
   With ``--without-early``, each sweep also runs, in turn, with every shard left to Ray's
-  workers (none played by the driver while Ray starts).
+  workers (none played by the driver while Ray starts); with ``--without-split``, with every
+  shard played whole (none in pieces at the sweep's end).
 - **The fixed cost split** of the 2,000,000-deal sweep, from one more run in a process that
   times the driver's phases (`phases`): before Ray, Ray's start (the driver plays meanwhile),
   playing once Ray is up, Ray's stop.
@@ -32,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipeline.sweep.driver import SPLIT_TAIL_ENV
 from pipeline.sweep.early import ENABLED_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,8 +108,8 @@ SWEEPS = {
 }
 
 
-def timed(command: list[str], early: bool = True) -> tuple[float, str]:
-    env = {**os.environ, ENABLED_ENV: "1" if early else "0"}
+def timed(command: list[str], switches: dict | None = None) -> tuple[float, str]:
+    env = {**os.environ, ENABLED_ENV: "1", SPLIT_TAIL_ENV: "1", **(switches or {})}
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     if done.returncode:
@@ -128,9 +131,9 @@ def kernel_rate(config: str, sets: list[str], processes: int) -> float:
     return sum(float(proc.communicate()[0]) for proc in running)
 
 
-def sweep_wall(config: str, sets: list[str], output: Path, early: bool = True) -> float:
+def sweep_wall(config: str, sets: list[str], output: Path, switches: dict | None = None) -> float:
     command = [sys.executable, "-c", CLI, "run", config, "--fresh", f"--set=output={output}"]
-    seconds, _ = timed(command + [f"--set={s}" for s in sets], early)
+    seconds, _ = timed(command + [f"--set={s}" for s in sets], switches)
     return seconds
 
 
@@ -162,6 +165,11 @@ def main() -> None:
         action="store_true",
         help=f"each sweep also with {ENABLED_ENV}=0 (every shard left to Ray), in turn",
     )
+    parser.add_argument(
+        "--without-split",
+        action="store_true",
+        help=f"each sweep also with {SPLIT_TAIL_ENV}=0 (every shard played whole), in turn",
+    )
     args = parser.parse_args()
     work = Path(args.work)
     sweeps = {k: v for k, v in SWEEPS.items() if not args.skip_large or k.startswith("2M")}
@@ -172,16 +180,20 @@ def main() -> None:
         one = kernel_rate(config, sets, 1)
         two = kernel_rate(config, sets, 2)
         rates[name] = (one, two)
-    variants = [True, False] if args.without_early else [True]
-    ray_seconds, walls = [], {(name, e): [] for name in sweeps for e in variants}
+    variants = {"": {}}
+    if args.without_early:
+        variants[f", {ENABLED_ENV}=0"] = {ENABLED_ENV: "0"}
+    if args.without_split:
+        variants[f", {SPLIT_TAIL_ENV}=0"] = {SPLIT_TAIL_ENV: "0"}
+    ray_seconds, walls = [], {(name, v): [] for name in sweeps for v in variants}
     for _ in range(args.runs):  # interleaved, so that a drift of the machine touches all
         ray_seconds.append(ray_alone())
         for name, (config, sets) in sweeps.items():
-            for with_early in variants:
-                walls[name, with_early].append(sweep_wall(config, sets, work / "sweep", with_early))
+            for label, switches in variants.items():
+                walls[name, label].append(sweep_wall(config, sets, work / "sweep", switches))
     ray_mid = statistics.median(ray_seconds)
     print(f"Ray's own start and stop: {span(ray_seconds)} s (median {ray_mid:.2f})")
-    for (name, with_early), wall in walls.items():
+    for (name, label), wall in walls.items():
         one, two = rates[name]
         sets = sweeps[name][1]
         deals = next(int(s.split("=")[1]) for s in sets if s.startswith("deals="))
@@ -189,7 +201,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
-                    "sweep": name + ("" if with_early else f", {ENABLED_ENV}=0"),
+                    "sweep": name + label,
                     "wall_seconds": span(wall),
                     "over_ray_seconds": span(less_ray),
                     "kernel_one_core": round(one),

@@ -638,14 +638,29 @@ def play_out(stacks, scratch, down_at_stop):
     return restarts, stray, turned_after
 
 
-def play(seed: int, first: int, count: int, cells: list[Cell]) -> dict[str, np.ndarray]:
-    """Play deals ``first`` .. ``first + count - 1`` under each cell: result arrays by field."""
+def play(
+    seed: int, first: int, count: int, cells: list[Cell], into: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Play deals ``first`` .. ``first + count - 1`` under each cell: result arrays by field.
+
+    ``into``, an int8 array (fields x cells x count) of an earlier call, is written over and
+    its rows given: a caller done with one batch's results before the next spares the fresh
+    pages of a new array (batches past the allocator's threshold for reusing memory, 32 MB,
+    are mapped afresh each time, and every page faulted in).
+    """
     deals.check_u64("seed", seed)
     deals.check_u64("deal", first)
     if count and first + count - 1 >= deals.UINT64_LIMIT:
         raise ValueError("deal: the range runs past 2**64 - 1")
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
-    out = np.zeros((len(RESULT_ROWS), len(cells), count), dtype=np.int8)
+    shape = (len(RESULT_ROWS), len(cells), count)
+    if into is None:
+        out = np.zeros(shape, dtype=np.int8)
+    elif into.shape != shape or into.dtype != np.int8 or not into.flags.c_contiguous:
+        raise ValueError(f"into: an int8 array {shape} expected, not {into.dtype} {into.shape}")
+    else:
+        out = into
+        out[...] = 0
     # The kernel writes only what varies. Zero is `record.NO_PILE`, "no rescue", in the
     # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
     out[ROW_RESTARTS] = NO_COUNT

@@ -468,6 +468,10 @@ class FactCounts:
                     results["unvisited_at_third_king"][c],
                 )
 
+    def merge(self, other: FactCounts) -> None:
+        """Add the counts of other deals of the same cells."""
+        self.tally += other.tally
+
     def table(self) -> pa.Table:
         cell, key = np.nonzero(self.tally)
         n = self.tally[cell, key]
@@ -731,6 +735,19 @@ class KernelBatches(ShardSummary):
         self.pair_sums += pair_counts(won, None, self.pairs)
         _block_tally(won, won, False, self.block_sums)
         self.won = self.present = np.zeros((len(self.cells), 0), dtype=bool)
+
+    def merge(self, other: KernelBatches) -> None:
+        """Add the counts of the batches ``other`` was given (of the same cells)."""
+        for mine, theirs in (
+            (self.counts, other.counts),
+            (self.restart_counts, other.restart_counts),
+            (self.turned, other.turned),
+            (self.piles, other.piles),
+            (self.pair_sums, other.pair_sums),
+            (self.block_sums, other.block_sums),
+        ):
+            mine += theirs
+        self.facts.merge(other.facts)
 
     def tables(self) -> dict[str, pa.Table]:
         return {

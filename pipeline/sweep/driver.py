@@ -44,16 +44,33 @@ from pipeline.sweep.cluster import (
     starts_local,
 )
 from pipeline.sweep.config import SweepConfig
-from pipeline.sweep.early import EarlyPlayer, Stopped
+from pipeline.sweep.early import EarlyPlayer, Partial, Stopped
 from pipeline.sweep.early import enabled as early_enabled
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
 from pipeline.sweep.stopping import Stopping, tally_pairs
-from pipeline.sweep.task import PlayedGroup, ShardJob, play_shard
+from pipeline.sweep.task import (
+    SPLIT_BYTES_MAX,
+    PlayedGroup,
+    ShardJob,
+    assemble_shard,
+    kept_bytes,
+    piece_bounds,
+    play_piece,
+    play_shard,
+)
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
 EARLY_POLL = 0.05  # seconds between looks at the early player's last unit
 CANCEL_WAIT = 5.0  # seconds the end of a run waits for the tasks it cancelled to end
 STOP_AHEAD = 2  # under a stop rule, shards started past the prefix: at most this x in flight
+# The end of a sweep: a unit handed to Ray with fewer units than the cluster has CPUs left
+# after it is played in this many pieces (`task.play_piece`), so that no worker idles long
+# while another plays a whole shard; a shard's pieces are kept (in Ray's object store) until
+# its files are written, so a unit whose pieces would keep too much is
+# played whole (`task.SPLIT_BYTES_MAX`). CLOCKSWEEP_SPLIT_TAIL=0 plays every unit whole (to
+# measure what it gives).
+TAIL_PIECES = 4
+SPLIT_TAIL_ENV = "CLOCKSWEEP_SPLIT_TAIL"
 
 
 # --- The plan -----------------------------------------------------------------------------
@@ -832,7 +849,14 @@ def play_all(
     import ray
 
     remote = ray.remote(num_cpus=1, max_retries=0)(task)
-    in_flight = max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    in_flight = max(2, 2 * cpus)
+    # A test's own task plays every unit whole, through that task.
+    split_tail = task is play_shard and os.environ.get(SPLIT_TAIL_ENV, "1") != "0"
+    piece_remote = ray.remote(num_cpus=1, max_retries=0)(play_piece)
+    assemble_remote = ray.remote(num_cpus=1, max_retries=0)(assemble_shard)
+    pieces_of = {}  # a split unit's assembly -> its pieces
+    pieces_said = []  # the first shard split, once said
     manifest = parts[-1].manifest  # the stop rule's
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
@@ -848,6 +872,7 @@ def play_all(
     attempts: dict[tuple[int, int], int] = {}
     # A unit with attempts is in hand (the early player's, or retried).
     upcoming = units_left(shards, parts, taken=attempts)
+    unhanded = 0  # units ``upcoming`` has yet to give (at most: a stop rule may cut them)
     pending = {}
     cancelled = {}  # past the stopping point: cancelled, to be waited for
     stopped_here: list[tuple[Shard, int]] = []  # the early player's unit, likewise
@@ -918,7 +943,9 @@ def play_all(
             if (shard.index, number) == held:
                 held = None
             attempts.setdefault((shard.index, number), 1)
-            if not isinstance(result, Stopped):  # stopped past the stopping point
+            if isinstance(result, Partial):
+                pending[submit_rest(result)] = shard, number
+            elif not isinstance(result, Stopped):  # stopped past the stopping point
                 finish((shard, number), result)
 
     def earlier(unit: tuple[Shard, int]) -> tuple[PlayedGroup, ...] | None:
@@ -938,6 +965,42 @@ def play_all(
         stop = manifest.stop_at
         return shard.index not in given_up and (stop is None or shard.index <= stop)
 
+    def in_tail() -> bool:
+        """Fewer units left to hand to Ray than it has CPUs."""
+        return split_tail and unhanded + len(waiting) + len(retries) < cpus
+
+    def submit(job: ShardJob):
+        """The unit's task; at the end of the sweep, its pieces' and their assembly's."""
+        if in_tail() and kept_bytes(job) <= SPLIT_BYTES_MAX:
+            bounds = piece_bounds(job, TAIL_PIECES)
+            if len(bounds) > 1:
+                if not pieces_said:
+                    progress.say(
+                        f"the sweep's end: shards from {job.shard.index} on are played in up "
+                        f"to {TAIL_PIECES} pieces each, across the workers"
+                    )
+                    pieces_said.append(job.shard.index)
+                pieces = [piece_remote.remote(job, batches) for batches in bounds]
+                ref = assemble_remote.remote(job, *pieces)
+                pieces_of[ref] = pieces
+                return ref
+        return remote.remote(job)
+
+    def submit_rest(partial: Partial):
+        """The early player's last unit: the rest of its batches played on Ray (in pieces at
+        the end of the sweep), its files assembled from them and what the player played."""
+        job, played = partial.job, partial.played
+        bounds = piece_bounds(job, TAIL_PIECES if in_tail() else 1, after=played.batches[1])
+        pieces = [piece_remote.remote(job, batches) for batches in bounds]
+        ref = assemble_remote.remote(job, ray.put(played), *pieces)
+        pieces_of[ref] = pieces
+        return ref
+
+    def cancel(ref) -> None:
+        for piece in pieces_of.pop(ref, ()):
+            ray.cancel(piece, force=True)
+        ray.cancel(ref, force=True)
+
     def next_unit():
         waiting[:0] = retries  # first, and ready as any other once what they read is there
         retries.clear()
@@ -947,10 +1010,12 @@ def play_all(
             if reads is not None:
                 del waiting[position]
                 return unit, reads
+        nonlocal unhanded
         while len(waiting) < in_flight:
             unit = next(upcoming, None)
             if unit is None:
                 return None, None
+            unhanded -= 1
             if not needed(unit):
                 continue
             reads = earlier(unit)
@@ -968,12 +1033,15 @@ def play_all(
             if early.started:
                 progress.say(
                     f"{early.started - (held is not None)} shard(s) played while Ray started"
-                    + (", 1 still playing here" if held is not None else "")
+                    + (", 1 begun here (its rest played on Ray)" if held is not None else "")
                 )
             here.update(
                 node=ray.util.get_node_ip_address(),
                 node_id=ray.get_runtime_context().get_node_id(),
             )
+        # Nothing the early player played is committed yet: each is one of the units left.
+        unhanded = tasks_left(parts, shards) - (early.started if early is not None else 0)
+        if early is not None:
             from_early()
         while True:
             while len(pending) < in_flight:
@@ -988,7 +1056,7 @@ def play_all(
                     earlier=reads,
                     **common[number],
                 )
-                pending[remote.remote(job)] = unit
+                pending[submit(job)] = unit
             if not pending and held is None:
                 for number, part in enumerate(parts):
                     settle(part.manifest.flush(), number)
@@ -1009,6 +1077,7 @@ def play_all(
                     ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
             for ref in ready:
                 unit = pending.pop(ref)
+                pieces_of.pop(ref, None)
                 try:
                     entry = ray.get(ref)
                 except Exception as error:  # a task's failure is reported, then retried
@@ -1024,7 +1093,7 @@ def play_all(
                 # before the last may still be playing a shard of its own up to it).
                 for ref, (shard, _) in list(pending.items()):
                     if shard.index > manifest.stop_at:
-                        ray.cancel(ref, force=True)
+                        cancel(ref)
                         cancelled[ref] = pending.pop(ref)
                 if held is not None and held[0] > manifest.stop_at:
                     early.stop()
@@ -1043,7 +1112,7 @@ def play_all(
         progress.tick(force=True)
     finally:
         for ref in pending:  # interrupted, or stopped: stop what is still running
-            ray.cancel(ref, force=True)
+            cancel(ref)
         cancelled.update(pending)
         if early is not None:
             early.stop()

@@ -3,10 +3,14 @@ instance it starts comes up: `ray.init` spends seconds waiting on the processes 
 spare, and the kernel releases the GIL.
 
 The thread plays the units (shard, cell group) it is given in order, with the production
-task's own `write_shard`, so its files are the bytes a Ray worker would write. It takes no new
-unit once the driver has Ray (`close`); the one it is playing then is finished and committed
-like a task's, or, if it fails, retried on Ray. Nothing it plays is committed by the thread:
-it leaves its entries for the driver, whose manifest alone says what is committed.
+task's own code (`task.play_batches`, `task.assemble`), so its files are the bytes a Ray
+worker would write. It takes no new unit once the driver has Ray (`close`); the one it is
+playing then ends at its next kernel batch, and what it played is given to the driver
+(`Partial`), which has the rest of the shard's batches played on Ray as pieces and its files
+assembled from all of them: so the thread is soon off the cores Ray's workers need. (A shard
+whose pieces would keep too much in memory, `task.SPLIT_BYTES_MAX`, is played whole and
+finished here.) Nothing it plays is committed by the thread: it leaves its entries for the
+driver, whose manifest alone says what is committed.
 
 CLOCKSWEEP_PLAY_WHILE_RAY_STARTS=0 turns it off (to measure what it gives).
 """
@@ -17,9 +21,19 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from pipeline.store.entries import ShardEntry
-from pipeline.sweep.task import ShardJob, write_shard
+from pipeline.sweep.task import (
+    SPLIT_BYTES_MAX,
+    Played,
+    ShardJob,
+    assemble,
+    batch_starts,
+    kept_bytes,
+    play_batches,
+    write_shard,
+)
 
 ENABLED_ENV = "CLOCKSWEEP_PLAY_WHILE_RAY_STARTS"
 
@@ -47,9 +61,18 @@ class Stopped(Exception):
     """The driver stopped the thread mid-shard (interrupted, or past a stopping point)."""
 
 
+@dataclass(frozen=True)
+class Partial:
+    """The unit being played when the driver had Ray: its first batches, played here."""
+
+    job: ShardJob
+    played: Played
+
+
 class EarlyPlayer:
     """Plays ``units`` ((unit, job) pairs, made as they are asked for) in a thread, until
-    `close`. `take` gives what it finished: (unit, ShardEntry or the exception raised)."""
+    `close`. `take` gives what it finished: (unit, ShardEntry, Partial or the exception
+    raised)."""
 
     def __init__(self, units: Iterator[tuple[Unit, ShardJob]]):
         self._units = units
@@ -59,7 +82,7 @@ class EarlyPlayer:
         self._playing: Unit | None = None
         self.started = 0  # units taken
         self.began = time.monotonic()
-        self._finished: list[tuple[Unit, ShardEntry | BaseException]] = []
+        self._finished: list[tuple[Unit, ShardEntry | Partial | BaseException]] = []
         self._tid, self._niceness = None, None
         self._thread = threading.Thread(target=self._run, name="clocksweep-early", daemon=True)
         self._thread.start()
@@ -79,20 +102,31 @@ class EarlyPlayer:
                 self._playing = unit
                 self.started += 1
             try:
-                result = write_shard(job, after_batch=self._check)
+                result = self._play(job)
             except BaseException as error:  # noqa: BLE001 (the driver reports or retries it)
                 result = error
             with self._lock:
                 self._finished.append((unit, result))
                 self._playing = None
 
+    def _play(self, job: ShardJob) -> ShardEntry | Partial:
+        if kept_bytes(job) > SPLIT_BYTES_MAX:
+            return write_shard(job, after_batch=self._check)
+        batches = len(batch_starts(job))
+        played = play_batches(
+            job, (0, batches), after_batch=self._check, until=lambda: self._closed
+        )
+        if played.batches[1] < batches:
+            return Partial(job, played)
+        return assemble(job, [played])
+
     def _check(self, _job: ShardJob, _start: int) -> None:
         if self._stop.is_set():
             raise Stopped
 
     def close(self) -> Unit | None:
-        """Take no new unit: gives the one still being played, if any. After this the driver
-        alone reads and writes the manifests."""
+        """Take no new unit, and end the one being played at its next batch: gives that
+        unit, if any. After this the driver alone reads and writes the manifests."""
         with self._lock:
             self._closed = True
             if self._niceness is not None:  # back to the process's own (allowed: root, or
@@ -100,7 +134,7 @@ class EarlyPlayer:
                 self._niceness = None
             return self._playing
 
-    def take(self) -> list[tuple[Unit, ShardEntry | BaseException]]:
+    def take(self) -> list[tuple[Unit, ShardEntry | Partial | BaseException]]:
         """What was finished since the last look."""
         with self._lock:
             finished, self._finished = self._finished, []

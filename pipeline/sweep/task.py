@@ -1,13 +1,21 @@
-"""The Ray task: one shard played under every cell of a cell group by the kernel, in
+"""The Ray tasks: one shard played under every cell of a cell group by the kernel, in
 sub-batches that bound its memory, and written to its own Parquet file(s) (see `store.files`).
-It returns only small metadata, its manifest entry, which the driver commits; results never
-pass through the driver. A group added to a grown sweep (`store.groups`) reads the wins of the
-groups before it from their committed files, to pair its cells with theirs.
+A task returns only small metadata, its manifest entry, which the driver commits; results
+never pass through the driver. A group added to a grown sweep (`store.groups`) reads the wins
+of the groups before it from their committed files, to pair its cells with theirs.
+
+A shard is played whole (`play_shard`), or in pieces, runs of its batches (`play_piece`),
+whose results a last task writes (`assemble_shard`): the driver splits the shards at a sweep's
+end, so that the workers finish together. Every batch is played and counted the same way in
+both (`play_batches`), and the files are written from the batches in order (`write_played`),
+so a shard's files are the same bytes however it was cut.
 """
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -80,12 +88,165 @@ class ShardJob:
 
 def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """The Ray task: `write_shard`'s manifest entry, with the node that played the shard."""
+    return on_this_node(write_shard(job, after_batch))
+
+
+def on_this_node(entry: ShardEntry) -> ShardEntry:
     import ray
 
     return replace(
-        write_shard(job, after_batch),
+        entry,
         node=ray.util.get_node_ip_address(),
         node_id=ray.get_runtime_context().get_node_id(),
+    )
+
+
+def batch_starts(job: ShardJob) -> range:
+    """Where each of the shard's kernel batches starts (deals after the shard's first)."""
+    multiple = summary_block() if job.record == "summary" else 1
+    count = job.shard.count
+    return range(0, count, deals_per_batch(count, len(job.cells), multiple, job.record))
+
+
+def summary_block() -> int:
+    from pipeline.records import summary
+
+    return summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
+
+
+def piece_bounds(job: ShardJob, pieces: int, after: int = 0) -> list[tuple[int, int]]:
+    """The shard's batches from batch ``after`` on, cut into at most ``pieces`` runs of whole
+    batches, as (first batch, batch after the last): a piece's results are those batches' as
+    the whole shard plays them, so the files assembled from pieces are the bytes of the shard
+    played whole."""
+    left = len(batch_starts(job)) - after
+    pieces = max(1, min(pieces, left))
+    return [(after + left * k // pieces, after + left * (k + 1) // pieces) for k in range(pieces)]
+
+
+# A shard played in pieces (the end of a sweep, the early player's last shard) keeps their
+# results until its files are written; one that would keep more is played whole.
+SPLIT_BYTES_MAX = 512 * 2**20
+
+
+def kept_bytes(job: ShardJob) -> int:
+    """What a shard's pieces keep until its files are written (`Played`): per-deal records
+    their rows' results (a byte a field), summary records their wins (a byte a deal and cell)."""
+    from pipeline.engine.kernel import RESULT_FIELDS
+
+    per_row = len(RESULT_FIELDS) if job.record == "deals" else 1
+    return job.shard.count * len(job.cells) * per_row
+
+
+@dataclass
+class Played:
+    """What a run of a shard's batches came to: everything its files and its tally are made
+    of, kept until they are written. Pieces of one shard add up (`write_played`) in order."""
+
+    counts: object | None  # summary records: `summary.KernelBatches`
+    facts: object | None  # per-deal records: `summary.FactCounts`
+    own_wins: list[np.ndarray]  # summary records: each batch's wins (cells x deals, bool)
+    packed_wins: list[np.ndarray]  # each batch's wins with the earlier groups', to bits
+    cross_counts: np.ndarray | None  # summary records of a later group: its cross pairs
+    rows: list[tuple[int, dict]]  # per-deal records not yet written: (first deal, results)
+    seconds: float
+    kernel_seconds: float
+    batches: tuple[int, int]  # the shard's batches played: first, and the one after the last
+
+
+def earlier_wins(job: ShardJob) -> np.ndarray | None:
+    """The wins of the groups before the job's (cells x the shard's deals), None if none."""
+    if not job.earlier:
+        return None
+    from pipeline.records import wins
+
+    shard = job.shard
+    return np.concatenate(
+        [
+            wins.read_wins(group.location, group.record, group.cells, shard.first, shard.count)
+            for group in job.earlier
+        ]
+    )
+
+
+def cross_pairs(job: ShardJob) -> tuple[list, list]:
+    """Summary records of a later group: every cell so far, and the pairs of an earlier
+    group's cell with one of this group's, which its tables count here."""
+    if not job.earlier or job.record != "summary":
+        return list(job.cells), []
+    from pipeline.records import summary
+
+    before = [cell for group in job.earlier for cell in group.cells]
+    every = before + list(job.cells)
+    return every, [(a, b) for a, b in summary.comparable_pairs(every) if a < len(before) <= b]
+
+
+def play_batches(
+    job: ShardJob, batches: tuple[int, int], rows_to=None, after_batch=None, until=None
+) -> Played:
+    """Play the shard's batches ``batches`` (first, after last), or up to the first batch
+    after which ``until()`` is true; per-deal rows go to the writer ``rows_to`` as they
+    come, or are kept in what this gives."""
+    started = time.perf_counter()
+    from pipeline.engine import kernel
+    from pipeline.records import summary
+
+    shard, cells = job.shard, list(job.cells)
+    starts = batch_starts(job)
+    if job.record == "summary":
+        counts, facts = summary.KernelBatches(cells), None
+    else:  # the deal facts, counted beside the per-deal rows
+        counts, facts = None, summary.FactCounts(cells)
+    played = Played(counts, facts, [], [], None, [], 0.0, 0.0, (batches[0], batches[0]))
+    earlier_won = earlier_wins(job)
+    every, cross = cross_pairs(job)
+    if cross:
+        played.cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
+    step = starts.step
+    metadata = shard_metadata(job) if rows_to is not None else None
+    scratch = None  # results used up within their batch: every batch is played into it
+    if counts is not None or rows_to is not None:
+        scratch = np.empty((len(kernel.RESULT_ROWS), len(cells), step), dtype=np.int8)
+    for start in starts[batches[0] : batches[1]]:
+        first = shard.first + start
+        count = min(step, shard.count - start)
+        began = time.perf_counter()
+        into = scratch if scratch is not None and count == step else None
+        results = kernel.play(job.seed, first, count, cells, into)
+        played.kernel_seconds += time.perf_counter() - began
+        won = results["won"]
+        if earlier_won is not None:
+            won = np.concatenate([earlier_won[:, start : start + count], won.astype(bool)])
+        if job.tally_pairs is not None:
+            played.packed_wins.append(np.packbits(won, axis=1))  # nonzero: a 1 bit
+        if counts is not None:
+            counts.add_matrix(results)
+            played.own_wins.append(results["won"].astype(bool))
+            if cross:
+                played.cross_counts += summary.pair_counts(won, None, cross)
+        else:
+            facts.add_results(results)
+            if rows_to is not None:
+                rows_to.write_deals(job.seed, first, results, cells, metadata)
+            else:
+                played.rows.append((first, results))
+        del results
+        if after_batch is not None:
+            after_batch(job, start)
+        played.batches = (batches[0], played.batches[1] + 1)
+        if until is not None and until():
+            break
+    played.seconds = time.perf_counter() - started
+    return played
+
+
+def shard_metadata(job: ShardJob) -> dict:
+    shard = job.shard
+    return file_metadata(
+        {
+            **job.provenance,
+            "shard": {"index": shard.index, "first": shard.first, "last": shard.last},
+        }
     )
 
 
@@ -93,93 +254,94 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """Play a shard under every cell and write its file(s): the manifest entry, less attempts
     and node. ``after_batch(job, start)`` is called once each batch is written (a test's way
     in: to stop a worker mid-shard)."""
-    started = time.perf_counter()
-    from pipeline.engine import kernel
-
-    shard, cells = job.shard, list(job.cells)
-    metadata = file_metadata(
-        {
-            **job.provenance,
-            "shard": {"index": shard.index, "first": shard.first, "last": shard.last},
-        }
-    )
-    from pipeline.records import summary
-
-    multiple = 1
-    facts = counts = None
-    if job.record == "summary":
-        multiple = summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
-        counts = summary.KernelBatches(cells)
-    else:
-        facts = summary.FactCounts(cells)  # the deal facts, counted beside the per-deal rows
     writers: dict[str, ShardFileWriter] = {}
-    pairs = None if job.tally_pairs is None else list(job.tally_pairs)
-    packed_wins = []  # each batch's wins packed to bits, for the shard's tally
-    own_wins = []  # a summary shard's wins, batch by batch, for its wins table
-    playing = 0.0  # seconds in the kernel, so that the manifest shows what the rest cost
-    earlier_won, cross, cross_counts, every = None, [], None, cells
-    if job.earlier:
-        from pipeline.records import wins
-
-        earlier_won = np.concatenate(
-            [
-                wins.read_wins(group.location, group.record, group.cells, shard.first, shard.count)
-                for group in job.earlier
-            ]
-        )
-        if facts is None:  # summary tables pair the new cells with the earlier ones here
-            before = [cell for group in job.earlier for cell in group.cells]
-            every = before + cells
-            cross = [(a, b) for a, b in summary.comparable_pairs(every) if a < len(before) <= b]
-            cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
     try:
-        batch = deals_per_batch(shard.count, len(cells), multiple, job.record)
-        for start in range(0, shard.count, batch):
-            first = shard.first + start
-            count = min(batch, shard.count - start)
-            began = time.perf_counter()
-            results = kernel.play(job.seed, first, count, cells)
-            playing += time.perf_counter() - began
-            won = results["won"]
-            if earlier_won is not None:
-                won = np.concatenate([earlier_won[:, start : start + count], won.astype(bool)])
-            if pairs is not None:
-                packed_wins.append(np.packbits(won, axis=1))  # nonzero: a 1 bit
-            if facts is None:
-                counts.add_matrix(results)
-                own_wins.append(results["won"].astype(bool))
-                if cross:
-                    cross_counts += summary.pair_counts(won, None, cross)
-            else:
-                facts.add_results(results)
-                if DEALS_TABLE not in writers:
-                    writers[DEALS_TABLE] = ShardFileWriter(
-                        job.location, shard.path(DEALS_TABLE), DEALS_TABLE
-                    )
-                writers[DEALS_TABLE].write_deals(job.seed, first, results, cells, metadata)
-            del results
-            if after_batch is not None:
-                after_batch(job, start)
-        # One file per summary table, each the shard's counts summed over its batches.
-        if facts is None:
-            from pipeline.records import wins
-
-            parts = [counts.tables()]
-            if cross:
-                parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts)})
-            tables = summary.combine(parts)  # in the order of its keys
-            tables[WINS_TABLE] = wins.wins_table(cells, np.concatenate(own_wins, axis=1))
-        else:
-            tables = {FACTS_TABLE: facts.table()}
-        for name, table in tables.items():
-            table = table.replace_schema_metadata(metadata)
-            writers[name] = ShardFileWriter(job.location, shard.path(name), name)
-            writers[name].write(table)
-        files = tuple(writer.commit() for writer in writers.values())
+        if job.record != "summary":
+            writers[DEALS_TABLE] = ShardFileWriter(
+                job.location, job.shard.path(DEALS_TABLE), DEALS_TABLE
+            )
+        whole = (0, len(batch_starts(job)))
+        played = play_batches(job, whole, writers.get(DEALS_TABLE), after_batch)
+        return write_played(job, [played], writers)
     except BaseException:
         for writer in writers.values():
             writer.abort()
         raise
+
+
+def play_piece(job: ShardJob, batches: tuple[int, int]) -> Played:
+    """A Ray task: one piece of a shard split across tasks (the end of a sweep, where a
+    shard played whole would keep one worker busy while the others idle)."""
+    return play_batches(job, batches)
+
+
+def assemble_shard(job: ShardJob, *pieces: Played) -> ShardEntry:
+    """A Ray task: `assemble`'s entry, with the node that wrote the files."""
+    return on_this_node(assemble(job, pieces))
+
+
+def assemble(job: ShardJob, pieces: Sequence[Played]) -> ShardEntry:
+    """The shard's files from its pieces (`play_piece`, in order): the bytes `write_shard`
+    writes, and its entry."""
+    ends = [piece.batches for piece in pieces]
+    if [a for a, _ in ends] != [0] + [b for _, b in ends[:-1]] or ends[-1][1] != len(
+        batch_starts(job)
+    ):
+        raise ValueError(f"shard {job.shard.index}: pieces of batches {ends} do not make it up")
+    writers: dict[str, ShardFileWriter] = {}
+    try:
+        if job.record != "summary":
+            writer = writers[DEALS_TABLE] = ShardFileWriter(
+                job.location, job.shard.path(DEALS_TABLE), DEALS_TABLE
+            )
+            metadata = shard_metadata(job)
+            for piece in pieces:
+                for first, results in piece.rows:
+                    writer.write_deals(job.seed, first, results, list(job.cells), metadata)
+        return write_played(job, list(pieces), writers)
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+
+
+def write_played(
+    job: ShardJob, pieces: list[Played], writers: dict[str, ShardFileWriter]
+) -> ShardEntry:
+    """The shard's other files, from its batches played (in order), and its entry; the
+    per-deal rows are in ``writers`` already."""
+    started = time.perf_counter()
+    shard, cells = job.shard, list(job.cells)
+    metadata = shard_metadata(job)
+    from pipeline.records import summary
+
+    first = pieces[0]
+    if first.counts is not None:
+        from pipeline.records import wins
+
+        counts = copy.deepcopy(first.counts)  # a piece from Ray's object store is read-only
+        for piece in pieces[1:]:
+            counts.merge(piece.counts)
+        parts = [counts.tables()]
+        every, cross = cross_pairs(job)
+        if cross:
+            cross_counts = sum(piece.cross_counts for piece in pieces)
+            parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts)})
+        tables = summary.combine(parts)  # in the order of its keys
+        own_wins = [won for piece in pieces for won in piece.own_wins]
+        tables[WINS_TABLE] = wins.wins_table(cells, np.concatenate(own_wins, axis=1))
+    else:
+        facts = copy.deepcopy(first.facts)
+        for piece in pieces[1:]:
+            facts.merge(piece.facts)
+        tables = {FACTS_TABLE: facts.table()}
+    for name, table in tables.items():
+        table = table.replace_schema_metadata(metadata)
+        writers[name] = ShardFileWriter(job.location, shard.path(name), name)
+        writers[name].write(table)
+    files = tuple(writer.commit() for writer in writers.values())
+    packed = [bits for piece in pieces for bits in piece.packed_wins]
+    pairs = None if job.tally_pairs is None else list(job.tally_pairs)
     return ShardEntry(
         index=shard.index,
         first=shard.first,
@@ -188,11 +350,11 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
         cells=len(cells),
         rows=sum(record.rows for record in files if record.table == DEALS_TABLE),
         files=files,
-        seconds=round(time.perf_counter() - started, 3),
-        kernel_seconds=round(playing, 3),
+        seconds=round(sum(p.seconds for p in pieces) + time.perf_counter() - started, 3),
+        kernel_seconds=round(sum(p.kernel_seconds for p in pieces), 3),
         tally=None
         if pairs is None
-        else tally_of(summary.as_words(np.concatenate(packed_wins, axis=1)), pairs),
+        else tally_of(summary.as_words(np.concatenate(packed, axis=1)), pairs),
         staged=tuple(
             (writer.staged, writer.relative)
             for writer in writers.values()

@@ -1,6 +1,7 @@
-"""The shards a driver plays while the local Ray instance it starts comes up (`sweep.early`):
-the same bytes as Ray's workers write, committed by the driver like theirs, and nothing of
-them left when the run is stopped before Ray is up."""
+"""The shards a driver plays while the local Ray instance it starts comes up (`sweep.early`),
+and shards played in pieces (the sweep's end, and the early player's last shard): the same
+bytes as Ray's workers write for a shard played whole, committed by the driver like theirs,
+and nothing of them left when the run is stopped before Ray is up."""
 
 from __future__ import annotations
 
@@ -20,9 +21,17 @@ from rows import kernel_rows, read_rows
 from pipeline.store.location import Location
 from pipeline.store.plan import plan_shards
 from pipeline.sweep import config as sweep_config
+from pipeline.sweep import driver as sweep_driver
 from pipeline.sweep import early
-from pipeline.sweep.early import EarlyPlayer
-from pipeline.sweep.task import ShardJob, write_shard
+from pipeline.sweep.early import EarlyPlayer, Partial
+from pipeline.sweep.task import (
+    ShardJob,
+    assemble,
+    batch_starts,
+    piece_bounds,
+    play_piece,
+    write_shard,
+)
 
 SEED = 11
 CONFIG = f"""
@@ -159,20 +168,24 @@ def test_the_player_plays_in_order_until_closed(tmp_path):
     assert got[0][1].files == alone.files
 
 
-def test_a_stopped_unit_leaves_no_file_and_a_failure_is_handed_back(tmp_path):
-    """`stop` mid-shard: the unit ends in `Stopped` and its staged file is removed; a unit
-    that cannot be written is handed back with its error, for the driver to retry."""
-    location = Location(str(tmp_path / "r"))
-    big = job(location, 0, shard_size=3_000_000)  # several batches
+def playing_one_big_unit(tmp_path) -> tuple[ShardJob, EarlyPlayer]:
+    """A player given one shard of six batches, once it has begun it."""
+    big = job(Location(str(tmp_path / "r")), 0, shard_size=3_000_000)
     player = EarlyPlayer(iter([((0, 0), big)]))
-    partial = tmp_path / "r" / "shards" / ".partial"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(p.is_file() for p in partial.rglob("*")):
+    while time.monotonic() < deadline and player.started == 0:
         time.sleep(0.005)
+    return big, player
+
+
+def test_a_stopped_unit_leaves_no_file_and_a_failure_is_handed_back(tmp_path):
+    """`stop` mid-shard: the unit ends in `Stopped` and leaves no file; a unit that cannot be
+    written is handed back with its error, for the driver to retry."""
+    big, player = playing_one_big_unit(tmp_path)
     player.stop()
     ((unit, result),) = player.take()
     assert unit == (0, 0) and isinstance(result, early.Stopped)
-    assert not [p for p in partial.rglob("*") if p.is_file()]
+    assert not [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
 
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
@@ -188,3 +201,82 @@ def test_the_switch(monkeypatch, value, on):
     else:
         monkeypatch.setenv(early.ENABLED_ENV, value)
     assert early.enabled() is on
+
+
+def summary_job(location: Location, shard_size: int, pairs=((0, 1),)) -> ShardJob:
+    cells = sweep_config.from_dict(tomllib.loads(CONFIG), source="test").cells
+    return ShardJob(
+        location=location,
+        shard=plan_shards(0, 2 * shard_size, shard_size)[1],
+        seed=SEED,
+        cells=tuple(cells),
+        record="summary",
+        provenance={"test": "pieces"},
+        attempt=1,
+        tally_pairs=pairs,
+    )
+
+
+@pytest.mark.parametrize("record", ["deals", "summary"])
+def test_a_shard_assembled_from_pieces_is_the_shard_played_whole(tmp_path, record):
+    """Pieces of whole batches, assembled in order: every file byte for byte, the rows
+    counted and the tally as `write_shard` gives them; pieces that do not make up the shard
+    are refused."""
+    size = 1_200_000 if record == "deals" else 4_500_000  # three batches
+    make = (
+        (lambda at: job(at, 1, shard_size=size))
+        if record == "deals"
+        else (lambda at: summary_job(at, size))
+    )
+    whole = write_shard(make(Location(str(tmp_path / "whole"))))
+    piece_job = make(Location(str(tmp_path / "pieces")))
+    bounds = piece_bounds(piece_job, 3)
+    assert len(bounds) == 3 and bounds[0][0] == 0 and bounds[-1][1] == len(batch_starts(piece_job))
+    pieces = [play_piece(piece_job, batches) for batches in bounds]
+    assembled = assemble(piece_job, pieces)
+    assert assembled.files == whole.files and assembled.tally == whole.tally
+    assert assembled.rows == whole.rows
+    with pytest.raises(ValueError, match="do not make it up"):
+        assemble(piece_job, [pieces[0], pieces[2]])
+
+
+def test_the_unit_playing_when_ray_is_up_is_handed_over_after_its_batch(tmp_path):
+    """`close` mid-shard: the player ends the unit at its next batch and gives what it played
+    (`Partial`); that and the rest, played as a piece, make the shard's bytes played whole."""
+    big, player = playing_one_big_unit(tmp_path)
+    assert player.close() == (0, 0)
+    player.wait(60)
+    ((unit, result),) = player.take()
+    assert unit == (0, 0) and isinstance(result, Partial)
+    played_to = result.played.batches[1]
+    assert result.played.batches[0] == 0 and 0 < played_to < len(batch_starts(big))
+    assert not [p for p in (tmp_path / "r").rglob("*") if p.is_file()]  # nothing written yet
+    (rest,) = piece_bounds(big, 1, after=played_to)
+    entry = assemble(big, [result.played, play_piece(big, rest)])
+    assert entry.files == write_shard(job(Location(str(tmp_path / "whole")), 0, 3_000_000)).files
+
+
+def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
+    """A sweep of three large shards: the first begun by the driver while Ray started and
+    finished on Ray, the others, the sweep's end, played in pieces across the workers (both
+    said in its progress); the files byte for byte those of a run playing every shard whole
+    on Ray."""
+    text = CONFIG.replace("deals = 40_000", "deals = 9_000_000").replace(
+        "shard_size = 1000", "shard_size = 3_000_000"
+    )  # 2 cells x 3,000,000 deals: twelve batches a shard, seconds of play each
+    config_file = tmp_path / "pieces.toml"
+    config_file.write_text(text)
+    marker = f"/tmp/cspieces{os.getpid()}"
+    split = run_driver(config_file, tmp_path / "split", marker)
+    assert "1 begun here (its rest played on Ray)" in split, split
+    assert re.search(r"the sweep's end: shards from \d+ on are played in up to", split), split
+    whole = run_driver(
+        config_file,
+        tmp_path / "whole",
+        marker,
+        **{early.ENABLED_ENV: "0", sweep_driver.SPLIT_TAIL_ENV: "0"},
+    )
+    assert "pieces" not in whole and "begun here" not in whole, whole
+    assert sha256s(tmp_path / "split") == sha256s(tmp_path / "whole")
+    manifest = json.loads((tmp_path / "split" / "manifest.json").read_text())
+    assert sum(entry["rows"] for entry in manifest["shards"]) == 2 * 9_000_000
