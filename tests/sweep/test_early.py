@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from faults import driver
-from processes import end_processes
+from processes import end_processes, processes_mentioning
 from rows import kernel_rows, read_rows
 
 from pipeline.store.location import Location
@@ -256,20 +256,47 @@ def test_the_unit_playing_when_ray_is_up_is_handed_over_after_its_batch(tmp_path
     assert entry.files == write_shard(job(Location(str(tmp_path / "whole")), 0, 3_000_000)).files
 
 
+def piece_worker(marker: str) -> int | None:
+    """The pid of a worker of the Ray instance under ``marker`` playing a piece, if one is."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(
+                b"ray::play_piece"
+            ):
+                pid = int(entry.name)
+                if pid in processes_mentioning(marker):
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
 def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
     """A sweep of three large shards: the first begun by the driver while Ray started and
     finished on Ray, the others, the sweep's end, played in pieces across the workers (both
-    said in its progress); the files byte for byte those of a run playing every shard whole
-    on Ray."""
+    said in its progress); a piece's worker killed by pid fails its shard, which is played
+    again; the files byte for byte those of a run playing every shard whole on Ray."""
     text = CONFIG.replace("deals = 40_000", "deals = 9_000_000").replace(
         "shard_size = 1000", "shard_size = 3_000_000"
     )  # 2 cells x 3,000,000 deals: twelve batches a shard, seconds of play each
     config_file = tmp_path / "pieces.toml"
     config_file.write_text(text)
     marker = f"/tmp/cspieces{os.getpid()}"
-    split = run_driver(config_file, tmp_path / "split", marker)
+    try:
+        proc = driver(config_file, tmp_path / "split", env={"RAY_TMPDIR": marker})
+        killed, deadline = None, time.monotonic() + 120
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            killed = piece_worker(marker)
+            time.sleep(0.01)
+        assert killed is not None, "no piece was seen playing"
+        os.kill(killed, signal.SIGKILL)
+        _, split = proc.communicate(timeout=240)
+    finally:
+        end_processes(marker, remove=True)
+    assert proc.returncode == 0, split
     assert "1 begun here (its rest played on Ray)" in split, split
     assert re.search(r"the sweep's end: shards from \d+ on are played in up to", split), split
+    assert re.search(r"shard \d+ \(.*\) failed, attempt 1 of \d+: .*; retrying", split), split
     whole = run_driver(
         config_file,
         tmp_path / "whole",
