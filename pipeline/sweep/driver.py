@@ -53,6 +53,7 @@ from pipeline.sweep.task import (
     PlayedGroup,
     ShardJob,
     assemble_shard,
+    batch_starts,
     kept_bytes,
     piece_bounds,
     play_piece,
@@ -944,6 +945,11 @@ def play_all(
                 held = None
             attempts.setdefault((shard.index, number), 1)
             if isinstance(result, Partial):
+                played_to, batches = result.played.batches[1], len(batch_starts(result.job))
+                progress.say(
+                    f"shard {shard.index}: batches 1-{played_to} of {batches} played here, the "
+                    "rest on Ray"
+                )
                 pending[submit_rest(result)] = shard, number
             elif not isinstance(result, Stopped):  # stopped past the stopping point
                 finish((shard, number), result)
@@ -1033,7 +1039,7 @@ def play_all(
             if early.started:
                 progress.say(
                     f"{early.started - (held is not None)} shard(s) played while Ray started"
-                    + (", 1 begun here (its rest played on Ray)" if held is not None else "")
+                    + (", 1 more begun" if held is not None else "")
                 )
             here.update(
                 node=ray.util.get_node_ip_address(),

@@ -145,7 +145,7 @@ class Played:
 
     counts: object | None  # summary records: `summary.KernelBatches`
     facts: object | None  # per-deal records: `summary.FactCounts`
-    own_wins: list[np.ndarray]  # summary records: each batch's wins (cells x deals, bool)
+    own_wins: np.ndarray | None  # summary records: the batches' wins (cells x deals, bool)
     packed_wins: list[np.ndarray]  # each batch's wins with the earlier groups', to bits
     cross_counts: np.ndarray | None  # summary records of a later group: its cross pairs
     rows: list[tuple[int, dict]]  # per-deal records not yet written: (first deal, results)
@@ -197,7 +197,7 @@ def play_batches(
         counts, facts = summary.KernelBatches(cells), None
     else:  # the deal facts, counted beside the per-deal rows
         counts, facts = None, summary.FactCounts(cells)
-    played = Played(counts, facts, [], [], None, [], 0.0, 0.0, (batches[0], batches[0]))
+    played = Played(counts, facts, None, [], None, [], 0.0, 0.0, (batches[0], batches[0]))
     earlier_won = earlier_wins(job)
     every, cross = cross_pairs(job)
     if cross:
@@ -205,6 +205,10 @@ def play_batches(
     step = starts.step
     metadata = shard_metadata(job) if rows_to is not None else None
     scratch = None  # results used up within their batch: every batch is played into it
+    begin = starts[batches[0]] if batches[0] < len(starts) else shard.count
+    if counts is not None:
+        end = starts[batches[1]] if batches[1] < len(starts) else shard.count
+        played.own_wins = np.empty((len(cells), end - begin), dtype=bool)
     if counts is not None or rows_to is not None:
         scratch = np.empty((len(kernel.RESULT_ROWS), len(cells), step), dtype=np.int8)
     for start in starts[batches[0] : batches[1]]:
@@ -221,7 +225,7 @@ def play_batches(
             played.packed_wins.append(np.packbits(won, axis=1))  # nonzero: a 1 bit
         if counts is not None:
             counts.add_matrix(results)
-            played.own_wins.append(results["won"].astype(bool))
+            played.own_wins[:, start - begin : start - begin + count] = results["won"]
             if cross:
                 played.cross_counts += summary.pair_counts(won, None, cross)
         else:
@@ -236,6 +240,9 @@ def play_batches(
         played.batches = (batches[0], played.batches[1] + 1)
         if until is not None and until():
             break
+    if counts is not None and played.batches[1] < batches[1]:  # ended early (`until`)
+        played_to = starts[played.batches[1]]
+        played.own_wins = played.own_wins[:, : played_to - begin]
     played.seconds = time.perf_counter() - started
     return played
 
@@ -328,8 +335,9 @@ def write_played(
             cross_counts = sum(piece.cross_counts for piece in pieces)
             parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts)})
         tables = summary.combine(parts)  # in the order of its keys
-        own_wins = [won for piece in pieces for won in piece.own_wins]
-        tables[WINS_TABLE] = wins.wins_table(cells, np.concatenate(own_wins, axis=1))
+        own_wins = [piece.own_wins for piece in pieces]
+        won = own_wins[0] if len(own_wins) == 1 else np.concatenate(own_wins, axis=1)
+        tables[WINS_TABLE] = wins.wins_table(cells, won)
     else:
         facts = copy.deepcopy(first.facts)
         for piece in pieces[1:]:

@@ -75,7 +75,9 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
     marker = f"/tmp/csearly{os.getpid()}"
     with_early = run_driver(config_file, tmp_path / "on", marker)
     played = PLAYED.search(with_early)
-    assert played and int(played.group(1)) >= 1, with_early
+    # On a busy machine the thread, at the lowest priority until Ray is up, may finish none
+    # before Ray does; the one it began it finishes then (a shard of one batch).
+    assert played and (int(played.group(1)) >= 1 or "1 more begun" in with_early), with_early
     without = run_driver(config_file, tmp_path / "off", marker, **{early.ENABLED_ENV: "0"})
     assert PLAYED.search(without) is None, without
     assert sha256s(tmp_path / "on") == sha256s(tmp_path / "off")
@@ -294,7 +296,11 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
     finally:
         end_processes(marker, remove=True)
     assert proc.returncode == 0, split
-    assert "1 begun here (its rest played on Ray)" in split, split
+    assert re.search(
+        r", 1 more begun\n.*shard \d+: batches 1-\d+ of 12 played here, the rest on Ray",
+        split,
+        re.S,
+    ), split
     assert re.search(r"the sweep's end: shards from \d+ on are played in up to", split), split
     assert re.search(r"shard \d+ \(.*\) failed, attempt 1 of \d+: .*; retrying", split), split
     whole = run_driver(
@@ -303,7 +309,7 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
         marker,
         **{early.ENABLED_ENV: "0", sweep_driver.SPLIT_TAIL_ENV: "0"},
     )
-    assert "pieces" not in whole and "begun here" not in whole, whole
+    assert "pieces" not in whole and "played here" not in whole, whole
     assert sha256s(tmp_path / "split") == sha256s(tmp_path / "whole")
     manifest = json.loads((tmp_path / "split" / "manifest.json").read_text())
     assert sum(entry["rows"] for entry in manifest["shards"]) == 2 * 9_000_000
