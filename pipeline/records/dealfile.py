@@ -580,9 +580,18 @@ def _merged_runs(runs: list[tuple]) -> list[tuple]:
 # --- The file --------------------------------------------------------------------------------
 
 
+class RowGroup(NamedTuple):
+    """One batch of kernel results encoded (`DealFileEncoder.encode_batch`): its columns'
+    pages, which need only their place in a file to be written there (`write_row_group`)."""
+
+    chunks: list[_Chunk]
+    rows: int
+
+
 class DealFileEncoder:
     """Writes a per-deal Parquet file to ``sink`` (anything with ``write``): `write_batch` for
-    each batch of kernel results (one row group each), then `close` for the footer.
+    each batch of kernel results (one row group each), then `close` for the footer. With no
+    sink it only encodes (`encode_batch`): row groups for a file written elsewhere.
 
     ``file_schema`` is the per-deal schema as written (`schema.DEAL_WRITE_SCHEMA`),
     ``label_names`` each label column's dictionary, ``metadata`` the file's key-value metadata.
@@ -602,7 +611,8 @@ class DealFileEncoder:
         self.offset = 0
         self.row_groups: list[bytes] = []
         self.rows = 0
-        self._write(MAGIC)
+        if sink is not None:
+            self._write(MAGIC)
         self._dictionary_pages = {
             name: _plain_strings(names) for name, names in label_names.items()
         }
@@ -612,8 +622,19 @@ class DealFileEncoder:
         self.offset += memoryview(data).nbytes
 
     def write_batch(self, seed: int, first: int, results: dict[str, np.ndarray], cells) -> int:
-        """Kernel results for ``cells`` x deals ``first``.. as one row group: the rows of
-        `schema.deal_table`, cell by cell. Gives the rows written.
+        """Kernel results for ``cells`` x deals ``first``.. as one row group (`encode_batch`).
+        Gives the rows written."""
+        group = self.encode_batch(seed, first, results, cells)
+        if group.rows:
+            self.write_row_group(group.chunks, group.rows)
+        return group.rows
+
+    def encode_batch(
+        self, seed: int, first: int, results: dict[str, np.ndarray], cells, keep: bool = False
+    ) -> RowGroup:
+        """Kernel results for ``cells`` x deals ``first``.. encoded as one row group: the rows
+        of `schema.deal_table`, cell by cell. ``keep``: its pages copied out of the encoders'
+        buffers (made for the largest encoding a column can have), to be kept a while.
 
         It relies on the kernel's conventions (`kernel.RESULT_FIELDS`), as the sweep's tasks
         give them: int8 arrays, one row per cell; a positive rescue pile and its hint only
@@ -629,7 +650,7 @@ class DealFileEncoder:
             raise ValueError(f"results not int8, as the kernel gives them: {', '.join(wrong)}")
         rows = n_cells * count
         if rows == 0:
-            return 0
+            return RowGroup([], 0)
         flat = {name: values.reshape(-1) for name, values in results.items()}
         # Where the rescue's two columns have values.
         rescued = (
@@ -641,8 +662,13 @@ class DealFileEncoder:
             self._column(field, seed, first, count, cells, flat, rows, rescued)
             for field in self.schema
         ]
-        self.write_row_group(chunks, rows)
-        return rows
+        if keep:
+            for chunk in chunks:
+                chunk.pieces = [
+                    piece.copy() if isinstance(piece, np.ndarray) else piece
+                    for piece in chunk.pieces
+                ]
+        return RowGroup(chunks, rows)
 
     def write_row_group(self, chunks: list[_Chunk], rows: int) -> None:
         """Write one row group, ``chunks`` being its columns in the schema's order."""

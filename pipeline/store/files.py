@@ -109,6 +109,19 @@ class _HashingSink:
             self.raw.close()
 
 
+def deal_encoder(sink, metadata: dict):
+    """The per-deal file encoder (`dealfile`) for ``sink``; None: one that only encodes."""
+    from pipeline.records import dealfile  # numba: imported where rows are written, not by readers
+
+    return dealfile.DealFileEncoder(sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata)
+
+
+def encode_deals(seed: int, first: int, results: dict, cells):
+    """Kernel results as per-deal rows encoded for a file written later (`write_encoded`):
+    kept in memory or sent to another process, a few bytes a row."""
+    return deal_encoder(None, {}).encode_batch(seed, first, results, cells, keep=True)
+
+
 class ShardFileWriter:
     """Writes one Parquet file of a shard; `commit` closes it whole, `abort` removes it.
 
@@ -148,14 +161,16 @@ class ShardFileWriter:
     def write_deals(self, seed: int, first: int, results: dict, cells, metadata: dict) -> None:
         """Kernel results for ``cells`` x deals ``first``.. as per-deal rows (`schema.deal_table`)."""
         if self.encoder is None:
-            from pipeline.records import (
-                dealfile,  # numba: imported where rows are written, not by readers
-            )
-
-            self.encoder = dealfile.DealFileEncoder(
-                self.sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata
-            )
+            self.encoder = deal_encoder(self.sink, metadata)
         self.rows += self.encoder.write_batch(seed, first, results, cells)
+
+    def write_encoded(self, group, metadata: dict) -> None:
+        """Per-deal rows encoded elsewhere (`encode_deals`), as the next row group."""
+        if self.encoder is None:
+            self.encoder = deal_encoder(self.sink, metadata)
+        if group.rows:
+            self.encoder.write_row_group(group.chunks, group.rows)
+        self.rows += group.rows
 
     def commit(self) -> FileRecord:
         """Close the file and give its manifest record (a local file then waits at

@@ -22,7 +22,7 @@ import numpy as np
 
 from pipeline.engine.rules import Cell
 from pipeline.store.entries import FileRecord, ShardEntry
-from pipeline.store.files import ShardFileWriter, file_metadata
+from pipeline.store.files import ShardFileWriter, encode_deals, file_metadata
 from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, WINS_TABLE
 from pipeline.store.location import Location
 from pipeline.store.plan import Shard
@@ -130,8 +130,9 @@ SPLIT_BYTES_MAX = 512 * 2**20
 
 
 def kept_bytes(job: ShardJob) -> int:
-    """What a shard's pieces keep until its files are written (`Played`): per-deal records
-    their rows' results (a byte a field), summary records their wins (a byte a deal and cell)."""
+    """What a shard's pieces keep until its files are written (`Played`), at most: per-deal
+    records their row groups encoded (under a byte a row and field: each an int8 or less, in
+    deltas of at most nine bits), summary records their wins (a byte a deal and cell)."""
     from pipeline.engine.kernel import RESULT_FIELDS
 
     per_row = len(RESULT_FIELDS) if job.record == "deals" else 1
@@ -148,7 +149,7 @@ class Played:
     own_wins: np.ndarray | None  # summary records: the batches' wins (cells x deals, bool)
     packed_wins: list[np.ndarray]  # each batch's wins with the earlier groups', to bits
     cross_counts: np.ndarray | None  # summary records of a later group: its cross pairs
-    rows: list[tuple[int, dict]]  # per-deal records not yet written: (first deal, results)
+    rows: list  # per-deal records not yet written: each batch's row group, encoded
     seconds: float
     kernel_seconds: float
     batches: tuple[int, int]  # the shard's batches played: first, and the one after the last
@@ -204,18 +205,17 @@ def play_batches(
         played.cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
     step = starts.step
     metadata = shard_metadata(job) if rows_to is not None else None
-    scratch = None  # results used up within their batch: every batch is played into it
     begin = starts[batches[0]] if batches[0] < len(starts) else shard.count
     if counts is not None:
         end = starts[batches[1]] if batches[1] < len(starts) else shard.count
         played.own_wins = np.empty((len(cells), end - begin), dtype=bool)
-    if counts is not None or rows_to is not None:
-        scratch = np.empty((len(kernel.RESULT_ROWS), len(cells), step), dtype=np.int8)
+    # Results are used up within their batch: every batch is played into one array.
+    scratch = np.empty((len(kernel.RESULT_ROWS), len(cells), step), dtype=np.int8)
     for start in starts[batches[0] : batches[1]]:
         first = shard.first + start
         count = min(step, shard.count - start)
         began = time.perf_counter()
-        into = scratch if scratch is not None and count == step else None
+        into = scratch if count == step else None
         results = kernel.play(job.seed, first, count, cells, into)
         played.kernel_seconds += time.perf_counter() - began
         won = results["won"]
@@ -233,7 +233,7 @@ def play_batches(
             if rows_to is not None:
                 rows_to.write_deals(job.seed, first, results, cells, metadata)
             else:
-                played.rows.append((first, results))
+                played.rows.append(encode_deals(job.seed, first, results, cells))
         del results
         if after_batch is not None:
             after_batch(job, start)
@@ -303,8 +303,8 @@ def assemble(job: ShardJob, pieces: Sequence[Played]) -> ShardEntry:
             )
             metadata = shard_metadata(job)
             for piece in pieces:
-                for first, results in piece.rows:
-                    writer.write_deals(job.seed, first, results, list(job.cells), metadata)
+                for group in piece.rows:
+                    writer.write_encoded(group, metadata)
         return write_played(job, list(pieces), writers)
     except BaseException:
         for writer in writers.values():
