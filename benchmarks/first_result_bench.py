@@ -7,14 +7,16 @@ Each figure is measured in this one run, each command in a process of its own, n
 meant to run beside it:
 
 - **Ray's own start and stop**: a process that imports Ray, starts a local instance as
-  `ray.init()` does by default, and stops it.
+  `ray.init()` does by default, and stops it; run just before each sweep, and paired with it
+  (this machine's speed drifts by tens of percent from minute to minute).
 - **The kernel's rates**: its single-core rate on standard deals and on `strategies.toml`'s
   cells (`kernel.play` in batches of the sweep's size, 10 s), and the same in two processes
   side by side: the machine's real ceiling for two workers.
 - **The sweeps**, wall time: 2,000,000 standard deals in per-deal records (quick.toml's shard
   size); 10^8 standard deals in per-deal records in 5,000,000-deal shards; `strategies.toml`
-  at 10^8 deals. For each: the wall time less Ray's start and stop, its rate against the
-  two-process ceiling, and its end-to-end rate against twice the single-core rate.
+  at 10^8 deals. For each: the wall time less the Ray start and stop run just before it, its
+  rate against the two-process ceiling, and its end-to-end rate against twice the
+  single-core rate.
   With ``--without-early``, each sweep also runs, in turn, with every shard left to Ray's
   workers (none played by the driver while Ray starts); with ``--without-split``, with every
   shard played whole (none in pieces at the sweep's end).
@@ -187,17 +189,19 @@ def main() -> None:
         variants[f", {SPLIT_TAIL_ENV}=0"] = {SPLIT_TAIL_ENV: "0"}
     ray_seconds, walls = [], {(name, v): [] for name in sweeps for v in variants}
     for _ in range(args.runs):  # interleaved, so that a drift of the machine touches all
-        ray_seconds.append(ray_alone())
         for name, (config, sets) in sweeps.items():
             for label, switches in variants.items():
-                walls[name, label].append(sweep_wall(config, sets, work / "sweep", switches))
+                ray_seconds.append(ray_alone())
+                wall = sweep_wall(config, sets, work / "sweep", switches)
+                walls[name, label].append((wall, ray_seconds[-1]))
     ray_mid = statistics.median(ray_seconds)
     print(f"Ray's own start and stop: {span(ray_seconds)} s (median {ray_mid:.2f})")
-    for (name, label), wall in walls.items():
+    for (name, label), pairs in walls.items():
         one, two = rates[name]
         sets = sweeps[name][1]
         deals = next(int(s.split("=")[1]) for s in sets if s.startswith("deals="))
-        less_ray = [w - ray_mid for w in wall]
+        wall = [w for w, _ in pairs]
+        less_ray = [w - ray for w, ray in pairs]
         print(
             json.dumps(
                 {
@@ -208,6 +212,7 @@ def main() -> None:
                     "kernel_two_processes": round(two),
                     "end_to_end_over_2x_one_core": span([deals / w / (2 * one) for w in wall], 3),
                     "less_ray_over_two_processes": span([deals / w / two for w in less_ray], 3),
+                    "runs": [[round(w, 2), round(ray, 2)] for w, ray in pairs],
                 }
             )
         )

@@ -945,6 +945,8 @@ def play_all(
                 held = None
             attempts.setdefault((shard.index, number), 1)
             if isinstance(result, Partial):
+                if not needed((shard, number)):  # stopped past the stopping point meanwhile
+                    continue
                 played_to, batches = result.played.batches[1], len(batch_starts(result.job))
                 progress.say(
                     f"shard {shard.index}: batches 1-{played_to} of {batches} played here, the "
