@@ -948,9 +948,9 @@ def play_all(
                 if not needed((shard, number)):  # stopped past the stopping point meanwhile
                     continue
                 played_to, batches = result.played.batches[1], len(batch_starts(result.job))
+                which = "batch 1" if played_to == 1 else f"batches 1-{played_to}"
                 progress.say(
-                    f"shard {shard.index}: batches 1-{played_to} of {batches} played here, the "
-                    "rest on Ray"
+                    f"shard {shard.index}: {which} of {batches} played here, the rest on Ray"
                 )
                 pending[submit_rest(result)] = shard, number
             elif not isinstance(result, Stopped):  # stopped past the stopping point
