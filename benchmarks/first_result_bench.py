@@ -10,8 +10,9 @@ meant to run beside it:
   `ray.init()` does by default, and stops it; run just before each sweep, and paired with it
   (this machine's speed drifts by tens of percent from minute to minute).
 - **The kernel's rates**: its single-core rate on standard deals and on `strategies.toml`'s
-  cells (`kernel.play` in batches of the sweep's size, 10 s), and the same in two processes
-  side by side: the machine's real ceiling for two workers.
+  cells (`kernel.play` in batches of 200,000 deals, 5 s), and the same in two processes side
+  by side: the machine's real ceiling for two workers. Measured again in every round, and
+  each sweep's ratios taken against its own round's rates.
 - **The sweeps**, wall time: 2,000,000 standard deals in per-deal records (quick.toml's shard
   size); 10^8 standard deals in per-deal records in 5,000,000-deal shards; `strategies.toml`
   at 10^8 deals. For each: the wall time less the Ray start and stop run just before it, its
@@ -92,7 +93,7 @@ cells = list(cfg.cells)
 batch = 200_000
 kernel.play(1, 0, 1000, cells)
 deals, first, began = 0, 0, time.perf_counter()
-while time.perf_counter() - began < 10:
+while time.perf_counter() - began < 5:
     kernel.play(cfg.seed, first, batch, cells)
     first += batch
     deals += batch
@@ -177,11 +178,6 @@ def main() -> None:
     sweeps = {k: v for k, v in SWEEPS.items() if not args.skip_large or k.startswith("2M")}
     # Warm numba's cache and the page cache: the first run of a tree compiles the kernel.
     sweep_wall(*SWEEPS["2M standard, per-deal"], work / "warm")
-    rates = {}
-    for name, (config, sets) in sweeps.items():
-        one = kernel_rate(config, sets, 1)
-        two = kernel_rate(config, sets, 2)
-        rates[name] = (one, two)
     variants = {"": {}}
     if args.without_early:
         variants[f", {ENABLED_ENV}=0"] = {ENABLED_ENV: "0"}
@@ -189,30 +185,38 @@ def main() -> None:
         variants[f", {SPLIT_TAIL_ENV}=0"] = {SPLIT_TAIL_ENV: "0"}
     ray_seconds, walls = [], {(name, v): [] for name in sweeps for v in variants}
     for _ in range(args.runs):  # interleaved, so that a drift of the machine touches all
+        rates = {}  # by the cells played: the sets other than the deals and shards
         for name, (config, sets) in sweeps.items():
+            cells = (config, *(s for s in sets if not s.startswith(("deals=", "shard_size="))))
+            if cells not in rates:
+                rates[cells] = (kernel_rate(config, sets, 1), kernel_rate(config, sets, 2))
             for label, switches in variants.items():
                 ray_seconds.append(ray_alone())
                 wall = sweep_wall(config, sets, work / "sweep", switches)
-                walls[name, label].append((wall, ray_seconds[-1]))
+                walls[name, label].append((wall, ray_seconds[-1], *rates[cells]))
     ray_mid = statistics.median(ray_seconds)
     print(f"Ray's own start and stop: {span(ray_seconds)} s (median {ray_mid:.2f})")
-    for (name, label), pairs in walls.items():
-        one, two = rates[name]
+    for (name, label), runs in walls.items():
         sets = sweeps[name][1]
         deals = next(int(s.split("=")[1]) for s in sets if s.startswith("deals="))
-        wall = [w for w, _ in pairs]
-        less_ray = [w - ray for w, ray in pairs]
         print(
             json.dumps(
                 {
                     "sweep": name + label,
-                    "wall_seconds": span(wall),
-                    "over_ray_seconds": span(less_ray),
-                    "kernel_one_core": round(one),
-                    "kernel_two_processes": round(two),
-                    "end_to_end_over_2x_one_core": span([deals / w / (2 * one) for w in wall], 3),
-                    "less_ray_over_two_processes": span([deals / w / two for w in less_ray], 3),
-                    "runs": [[round(w, 2), round(ray, 2)] for w, ray in pairs],
+                    "wall_seconds": span([w for w, *_ in runs]),
+                    "over_ray_seconds": span([w - ray for w, ray, *_ in runs]),
+                    "kernel_one_core": span([one for *_, one, _ in runs], 0),
+                    "kernel_two_processes": span([two for *_, two in runs], 0),
+                    "end_to_end_over_2x_one_core": span(
+                        [deals / w / (2 * one) for w, _, one, _ in runs], 3
+                    ),
+                    "less_ray_over_two_processes": span(
+                        [deals / (w - ray) / two for w, ray, _, two in runs], 3
+                    ),
+                    "runs (wall, ray, one core, two)": [
+                        [round(w, 2), round(ray, 2), round(one), round(two)]
+                        for w, ray, one, two in runs
+                    ],
                 }
             )
         )
