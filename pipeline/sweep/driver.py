@@ -1021,7 +1021,8 @@ def play_all(
         nonlocal unhanded
         while len(waiting) < in_flight:
             unit = next(upcoming, None)
-            if unit is None:
+            if unit is None:  # a stop rule may have cut what was counted
+                unhanded = 0
                 return None, None
             unhanded -= 1
             if not needed(unit):
