@@ -857,7 +857,7 @@ def play_all(
     piece_remote = ray.remote(num_cpus=1, max_retries=0)(play_piece)
     assemble_remote = ray.remote(num_cpus=1, max_retries=0)(assemble_shard)
     pieces_of = {}  # a split unit's assembly -> its pieces
-    pieces_said = []  # the first shard split, once said
+    pieces_said = False  # the first shard split, once said
     manifest = parts[-1].manifest  # the stop rule's
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
@@ -979,6 +979,7 @@ def play_all(
 
     def submit(job: ShardJob):
         """The unit's task; at the end of the sweep, its pieces' and their assembly's."""
+        nonlocal pieces_said
         if in_tail() and kept_bytes(job) <= SPLIT_BYTES_MAX:
             bounds = piece_bounds(job, TAIL_PIECES)
             if len(bounds) > 1:
@@ -987,22 +988,23 @@ def play_all(
                         f"the sweep's end: shards from {job.shard.index} on are played in up "
                         f"to {TAIL_PIECES} pieces each, across the workers"
                     )
-                    pieces_said.append(job.shard.index)
-                pieces = [piece_remote.remote(job, batches) for batches in bounds]
-                ref = assemble_remote.remote(job, *pieces)
-                pieces_of[ref] = pieces
-                return ref
+                    pieces_said = True
+                return in_pieces(job, bounds)
         return remote.remote(job)
+
+    def in_pieces(job: ShardJob, bounds: list[tuple[int, int]], *played_here):
+        """The pieces' tasks, and their assembly's (after what was ``played_here``)."""
+        pieces = [piece_remote.remote(job, batches) for batches in bounds]
+        ref = assemble_remote.remote(job, *played_here, *pieces)
+        pieces_of[ref] = pieces
+        return ref
 
     def submit_rest(partial: Partial):
         """The early player's last unit: the rest of its batches played on Ray (in pieces at
         the end of the sweep), its files assembled from them and what the player played."""
         job, played = partial.job, partial.played
         bounds = piece_bounds(job, TAIL_PIECES if in_tail() else 1, after=played.batches[1])
-        pieces = [piece_remote.remote(job, batches) for batches in bounds]
-        ref = assemble_remote.remote(job, ray.put(played), *pieces)
-        pieces_of[ref] = pieces
-        return ref
+        return in_pieces(job, bounds, ray.put(played))
 
     def cancel(ref) -> None:
         for piece in pieces_of.pop(ref, ()):

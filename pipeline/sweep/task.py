@@ -261,15 +261,21 @@ def write_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """Play a shard under every cell and write its file(s): the manifest entry, less attempts
     and node. ``after_batch(job, start)`` is called once each batch is written (a test's way
     in: to stop a worker mid-shard)."""
+    whole = (0, len(batch_starts(job)))
+    return written(job, lambda deals: [play_batches(job, whole, deals, after_batch)])
+
+
+def written(job: ShardJob, play) -> ShardEntry:
+    """The shard's files and entry: ``play(deals)`` gives its batches played (`Played`, in
+    order), their per-deal rows written to ``deals`` (None for summary records); every file
+    is removed if anything fails."""
     writers: dict[str, ShardFileWriter] = {}
     try:
         if job.record != "summary":
             writers[DEALS_TABLE] = ShardFileWriter(
                 job.location, job.shard.path(DEALS_TABLE), DEALS_TABLE
             )
-        whole = (0, len(batch_starts(job)))
-        played = play_batches(job, whole, writers.get(DEALS_TABLE), after_batch)
-        return write_played(job, [played], writers)
+        return write_played(job, play(writers.get(DEALS_TABLE)), writers)
     except BaseException:
         for writer in writers.values():
             writer.abort()
@@ -295,21 +301,15 @@ def assemble(job: ShardJob, pieces: Sequence[Played]) -> ShardEntry:
         batch_starts(job)
     ):
         raise ValueError(f"shard {job.shard.index}: pieces of batches {ends} do not make it up")
-    writers: dict[str, ShardFileWriter] = {}
-    try:
-        if job.record != "summary":
-            writer = writers[DEALS_TABLE] = ShardFileWriter(
-                job.location, job.shard.path(DEALS_TABLE), DEALS_TABLE
-            )
+
+    def rows_written(deals: ShardFileWriter | None) -> list[Played]:
+        if deals is not None:
             metadata = shard_metadata(job)
-            for piece in pieces:
-                for group in piece.rows:
-                    writer.write_encoded(group, metadata)
-        return write_played(job, list(pieces), writers)
-    except BaseException:
-        for writer in writers.values():
-            writer.abort()
-        raise
+            for group in (group for piece in pieces for group in piece.rows):
+                deals.write_encoded(group, metadata)
+        return list(pieces)
+
+    return written(job, rows_written)
 
 
 def write_played(
