@@ -41,7 +41,8 @@ from pipeline.sweep.driver import SPLIT_TAIL_ENV
 from pipeline.sweep.early import ENABLED_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = "from pipeline.cli import cli; cli()"
+# The installed command, as a user runs it (its console script, beside this Python).
+COMMAND = str(Path(sys.executable).with_name("clocksweep"))
 
 RAY_ALONE = """
 import time
@@ -135,7 +136,7 @@ def kernel_rate(config: str, sets: list[str], processes: int) -> float:
 
 
 def sweep_wall(config: str, sets: list[str], output: Path, switches: dict | None = None) -> float:
-    command = [sys.executable, "-c", CLI, "run", config, "--fresh", f"--set=output={output}"]
+    command = [COMMAND, "run", config, "--fresh", f"--set=output={output}"]
     seconds, _ = timed(command + [f"--set={s}" for s in sets], switches)
     return seconds
 

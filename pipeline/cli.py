@@ -7,6 +7,8 @@ stderr and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import sys
@@ -101,6 +103,15 @@ def choice_option(name: str, allowed: tuple[str, ...], default, help_text: str):
 @click.version_option(package_name="clocksweep")
 def cli():
     """clocksweep: sweeps of Clock Patience deals, its rescue rules and their odds."""
+
+
+def main() -> None:
+    """The `clocksweep` command, as installed."""
+    # A process's exit collects the garbage of every module it imported (Ray's, numba's,
+    # pyarrow's) before it frees them, and the user waits for it. Nothing left by then
+    # needs a finalizer run (files are closed, Ray stopped), so all is frozen out of it.
+    atexit.register(gc.freeze)
+    cli()
 
 
 @cli.command()

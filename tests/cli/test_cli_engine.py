@@ -64,6 +64,22 @@ def test_help_loads_no_heavy_module():
     assert done.stdout.strip() == "[]"
 
 
+def test_the_installed_command_leaves_its_objects_out_of_the_exit_collection():
+    # An exit handler registered before the command's own runs after it: by then every
+    # object is in the permanent generation, which the collections at exit skip.
+    probe = (
+        "import atexit, gc, sys; "
+        "atexit.register(lambda: print(gc.get_freeze_count() > 0)); "
+        "sys.argv = ['clocksweep', '--version']; "
+        "from pipeline.cli import main; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "True"
+
+
 # --- deal ---------------------------------------------------------------------------------
 
 
