@@ -46,6 +46,7 @@ from pipeline.sweep.cluster import (
 from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.early import EarlyPlayer, Partial, Stopped
 from pipeline.sweep.early import enabled as early_enabled
+from pipeline.sweep.early import threads_for as early_threads
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
 from pipeline.sweep.stopping import Stopping, tally_pairs
 from pipeline.sweep.task import (
@@ -321,7 +322,9 @@ def run(
             and starts_local(config, address)
         ):
             run_record = prepare(None)
-            early = EarlyPlayer(early_units(config, shards, parts))
+            early = EarlyPlayer(
+                early_units(config, shards, parts), early_threads(config.ray.get("num_cpus"))
+            )
         if todo:
             undo = None if lock is None else (lambda: lock.release(refused=True))
             started_ray, cluster = connect(config, address, undo)
@@ -861,7 +864,7 @@ def play_all(
     manifest = parts[-1].manifest  # the stop rule's
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
-    held = None  # the unit the early player is still playing, as (shard index, group)
+    held = set()  # the units the early player is still playing, as (shard index, group)
     here = {}  # the node of what it played: this machine's, where the local instance runs
 
     # Under a stop rule, shards past the point are played for nothing: while some are in
@@ -939,10 +942,8 @@ def play_all(
 
     def from_early() -> None:
         """What the early player finished: committed, or failed and retried on Ray."""
-        nonlocal held
         for (shard, number), result in early.take():
-            if (shard.index, number) == held:
-                held = None
+            held.discard((shard.index, number))
             attempts.setdefault((shard.index, number), 1)
             if isinstance(result, Partial):
                 if not needed((shard, number)):  # stopped past the stopping point meanwhile
@@ -1037,14 +1038,13 @@ def play_all(
 
     try:
         if early is not None:
-            held = early.close()
-            held = None if held is None else (held[0].index, held[1])
-            if held is not None:
-                attempts[held] = 1
+            held = {(shard.index, number) for shard, number in early.close()}
+            for unit in held:
+                attempts[unit] = 1
             if early.started:
                 progress.say(
-                    f"{early.started - (held is not None)} shard(s) played while Ray started"
-                    + (", 1 more begun" if held is not None else "")
+                    f"{early.started - len(held)} shard(s) played while Ray started"
+                    + (f", {len(held)} more begun" if held else "")
                 )
             here.update(
                 node=ray.util.get_node_ip_address(),
@@ -1068,14 +1068,14 @@ def play_all(
                     **common[number],
                 )
                 pending[submit(job)] = unit
-            if not pending and held is None:
+            if not pending and not held:
                 for number, part in enumerate(parts):
                     settle(part.manifest.flush(), number)
                 if retries or any(needed(u) and earlier(u) is not None for u in waiting):
                     continue
                 break
             # While the early player is on its last unit, its end is looked for often.
-            wait = PROGRESS_INTERVAL if held is None else EARLY_POLL
+            wait = EARLY_POLL if held else PROGRESS_INTERVAL
             ready = []
             if pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
@@ -1106,11 +1106,12 @@ def play_all(
                     if shard.index > manifest.stop_at:
                         cancel(ref)
                         cancelled[ref] = pending.pop(ref)
-                if held is not None and held[0] > manifest.stop_at:
-                    early.stop()
-                    stopped_here.append((shards[held[0]], held[1]))
-                    held = None
-                if not pending and held is None and not retries:
+                for index, number in sorted(held):
+                    if index > manifest.stop_at:
+                        early.drop((shards[index], number))
+                        stopped_here.append((shards[index], number))
+                        held.discard((index, number))
+                if not pending and not held and not retries:
                     break
             for node in watch.lost():
                 progress.say(
@@ -1127,8 +1128,7 @@ def play_all(
         cancelled.update(pending)
         if early is not None:
             early.stop()
-        if held is not None:
-            stopped_here.append((shards[held[0]], held[1]))
+        stopped_here += [(shards[index], number) for index, number in sorted(held)]
         if cancelled:  # and let them end, so that no file of theirs appears after the clean-up
             ray.wait(list(cancelled), num_returns=len(cancelled), timeout=CANCEL_WAIT)
         outcome.cancelled = [

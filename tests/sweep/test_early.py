@@ -75,9 +75,10 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
     marker = f"/tmp/csearly{os.getpid()}"
     with_early = run_driver(config_file, tmp_path / "on", marker)
     played = PLAYED.search(with_early)
-    # On a busy machine the thread, at the lowest priority until Ray is up, may finish none
-    # before Ray does; the one it began it finishes then (a shard of one batch).
-    assert played and (int(played.group(1)) >= 1 or "1 more begun" in with_early), with_early
+    # On a busy machine the threads, at the lowest priority until Ray is up, may finish none
+    # before Ray does; those they began they finish then (shards of one batch).
+    begun = re.search(r", \d+ more begun", with_early)
+    assert played and (int(played.group(1)) >= 1 or begun), with_early
     without = run_driver(config_file, tmp_path / "off", marker, **{early.ENABLED_ENV: "0"})
     assert PLAYED.search(without) is None, without
     assert sha256s(tmp_path / "on") == sha256s(tmp_path / "off")
@@ -144,20 +145,22 @@ def finished(player: EarlyPlayer, count: int, seconds: float = 60) -> list:
     return got
 
 
+def numbered_units(location: Location, asked: list):
+    """Units (shard index, 0) of small shards, made as they are asked for (noted in ``asked``)."""
+    for index in range(1000):
+        asked.append(index)
+        yield (index, 0), job(location, index)
+
+
 def test_the_player_plays_in_order_until_closed(tmp_path):
     """Entries as `write_shard` makes them, in order; after `close` no unit is asked for."""
-    location = Location(str(tmp_path / "r"))
     asked = []
-
-    def units():
-        for index in range(1000):
-            asked.append(index)
-            yield (index, 0), job(location, index)
-
-    player = EarlyPlayer(units())
+    units = numbered_units(Location(str(tmp_path / "r")), asked)
+    player = EarlyPlayer(units)
     got = finished(player, 2)
     # While Ray starts, the thread plays at the lowest priority: Ray's processes come first.
-    assert os.getpriority(os.PRIO_PROCESS, player._tid) == early.NICE_WHILE_RAY_STARTS
+    (thread,) = player._threads
+    assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == early.NICE_WHILE_RAY_STARTS
     player.close()
     player.wait(60)  # the unit being played when closed is finished
     got += player.take()
@@ -168,6 +171,38 @@ def test_the_player_plays_in_order_until_closed(tmp_path):
     assert all(not isinstance(result, BaseException) for _, result in got)
     alone = write_shard(job(Location(str(tmp_path / "alone")), 0))
     assert got[0][1].files == alone.files
+
+
+def test_threads_take_each_unit_once_and_a_dropped_unit_ends_alone(tmp_path):
+    """Two threads: every unit asked for is played once, as `write_shard` plays it; `drop`
+    ends one unit at its next batch while the other thread's plays on to its end."""
+    asked = []
+    units = numbered_units(Location(str(tmp_path / "r")), asked)
+    player = EarlyPlayer(units, threads=2)
+    got = finished(player, 6)
+    assert all(
+        os.getpriority(os.PRIO_PROCESS, thread.native_id) == early.NICE_WHILE_RAY_STARTS
+        for thread in player._threads
+    )
+    player.close()
+    player.wait(60)
+    got += player.take()
+    assert sorted(unit for unit, _ in got) == [(index, 0) for index in asked]
+    entries = dict(got)
+    for index in (0, asked[-1]):
+        alone = write_shard(job(Location(str(tmp_path / f"alone{index}")), index))
+        assert entries[index, 0].files == alone.files
+
+    big = [job(Location(str(tmp_path / "big")), index, shard_size=3_000_000) for index in (0, 1)]
+    player = EarlyPlayer(iter([((index, 0), big[index]) for index in (0, 1)]), threads=2)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and player.started < 2:
+        time.sleep(0.005)
+    player.drop((0, 0))
+    results = dict(finished(player, 2, seconds=120))
+    assert isinstance(results[0, 0], early.Stopped)
+    whole = write_shard(job(Location(str(tmp_path / "whole")), 1, shard_size=3_000_000))
+    assert results[1, 0].files == whole.files
 
 
 def playing_one_big_unit(tmp_path) -> tuple[ShardJob, EarlyPlayer]:
@@ -246,7 +281,7 @@ def test_the_unit_playing_when_ray_is_up_is_handed_over_after_its_batch(tmp_path
     """`close` mid-shard: the player ends the unit at its next batch and gives what it played
     (`Partial`); that and the rest, played as a piece, make the shard's bytes played whole."""
     big, player = playing_one_big_unit(tmp_path)
-    assert player.close() == (0, 0)
+    assert player.close() == [(0, 0)]
     player.wait(60)
     ((unit, result),) = player.take()
     assert unit == (0, 0) and isinstance(result, Partial)
@@ -274,8 +309,8 @@ def piece_worker(marker: str) -> int | None:
 
 
 def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
-    """A sweep of three large shards: the first begun by the driver while Ray started and
-    finished on Ray, the others, the sweep's end, played in pieces across the workers (both
+    """A sweep of three large shards: the first ones begun by the driver while Ray started (a
+    thread for each CPU) and finished on Ray, the others, the sweep's end, played in pieces across the workers (both
     said in its progress); a piece's worker killed by pid fails its shard, which is played
     again; the files byte for byte those of a run playing every shard whole on Ray."""
     text = CONFIG.replace("deals = 40_000", "deals = 9_000_000").replace(
@@ -297,7 +332,7 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
         end_processes(marker, remove=True)
     assert proc.returncode == 0, split
     assert re.search(
-        r", 1 more begun\n.*shard \d+: (batch 1|batches 1-\d+) of 12 played here, the rest on Ray",
+        r", \d more begun\n.*shard \d+: (batch 1|batches 1-\d+) of 12 played here, the rest on Ray",
         split,
         re.S,
     ), split
