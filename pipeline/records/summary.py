@@ -318,13 +318,24 @@ def _count(
     for r in range(starts.shape[0]):
         c = run_cells[r]
         slot = restart_slot[c]
-        for i in range(starts[r], ends[r]):
-            k = deal_offset[i] if by_deal else i - starts[r]
-            w = np.int64(won[i])
-            d = np.int64(down[i])
-            t = np.int64(turned[i])
-            p = np.int64(pile[i]) - no_pile
-            if d < 0 or d >= DOWN_RANGE or t < 0 or t >= TURNED_RANGE or p < 0 or p >= PILE_RANGE:
+        # The run's own rows, the cell's own tallies, and ranges checked as unsigned (one
+        # compare for both ends): what lets the compiler keep the loop tight.
+        cell_counts, cell_turned, cell_piles = counts[c], turned_counts[c], pile_counts[c]
+        a, b = starts[r], ends[r]
+        won_r, turned_r, down_r, pile_r = won[a:b], turned[a:b], down[a:b], pile[a:b]
+        restarts_r, stray_r = restarts[a:b], stray[a:b]
+        num_r, den_r = hint_num[a:b], hint_den[a:b]
+        for j in range(b - a):
+            i = a + j
+            w = np.int64(won_r[j] != 0)
+            d = np.int64(down_r[j])
+            t = np.int64(turned_r[j])
+            p = np.int64(pile_r[j]) - no_pile
+            if (
+                (np.uint64(d) >= DOWN_RANGE)
+                | (np.uint64(t) >= TURNED_RANGE)
+                | (np.uint64(p) >= PILE_RANGE)
+            ):
                 return 1, i
             hint = 0
             if p > 0:
@@ -338,28 +349,29 @@ def _count(
                     if _HINT_VALUE_OF_CODE[hint] != h:
                         return 2, i
                 else:
-                    num = np.int64(hint_num[i])
-                    den = np.int64(hint_den[i])
-                    if num < 0 or num > 4 or den < 0 or den >= DOWN_RANGE:
+                    num = np.int64(num_r[j])
+                    den = np.int64(den_r[j])
+                    if (np.uint64(num) > 4) | (np.uint64(den) >= DOWN_RANGE):
                         return 2, i
                     hint = HINT_CODE[num, den]
                     if hint == 0:
                         return 2, i
-            rs = np.int64(restarts[i]) - no_count
-            st = np.int64(stray[i]) - no_count
-            if rs != 0 or st != 0:
+            rs = np.int64(restarts_r[j]) - no_count
+            st = np.int64(stray_r[j]) - no_count
+            if (rs | st) != 0:
                 if slot < 0:
                     return 3, i
-                if rs < 0 or rs >= RESTART_RANGE or st < 0 or st >= RESTART_RANGE:
+                if (np.uint64(rs) >= RESTART_RANGE) | (np.uint64(st) >= RESTART_RANGE):
                     return 1, i
                 restart_counts[
                     slot, ((w * DOWN_RANGE + d) * RESTART_RANGE + rs) * RESTART_RANGE + st
                 ] += 1
             else:
-                counts[c, (w * DOWN_RANGE + d) * N_HINT_CODES + hint] += 1
-            turned_counts[c, w * TURNED_RANGE + t] += 1
-            pile_counts[c, w * PILE_RANGE + p] += 1
+                cell_counts[(w * DOWN_RANGE + d) * N_HINT_CODES + hint] += 1
+            cell_turned[w * TURNED_RANGE + t] += 1
+            cell_piles[w * PILE_RANGE + p] += 1
             if fill:
+                k = deal_offset[i] if by_deal else j
                 if k < 0 or k >= n_deals:
                     return 4, i
                 won_matrix[c, k] = won[i]

@@ -283,6 +283,28 @@ def test_bad_records_are_refused():
             shard.add_rows(*row)
 
 
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("down_at_stop", 60, "range"),  # past 48
+        ("cards_turned", 70, "range"),
+        ("rescue_pile", 13, "range"),
+        ("hint_den", 0, "hint"),  # a rescue with no chance given
+        ("restarts", 2, "restarts"),  # outside play_out
+    ],
+)
+def test_a_bad_kernel_batch_is_refused_at_its_record(results, field, value, message):
+    """A kernel batch is checked as its per-deal rows are: the record named is the bad one,
+    counting the cells' deals end to end."""
+    rescued = results["rescue_pile"] > 0
+    cell = next(c for c, one in enumerate(CELLS) if one.variant != "play_out" and rescued[c].any())
+    deal = int(np.flatnonzero(rescued[cell])[0])  # a deal with a rescue
+    bad = {name: array.copy() for name, array in results.items()}
+    bad[field][cell, deal] = value
+    with pytest.raises(ValueError, match=rf"record {cell * COUNT + deal}: .*{message}"):
+        summary.summarise(bad, CELLS)
+
+
 def test_hint_values_cover_every_kernel_hint(results):
     rescued = results["rescue_pile"] > 0
     values = np.float32(results["hint_num"][rescued]) / np.float32(results["hint_den"][rescued])
