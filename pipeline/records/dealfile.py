@@ -28,6 +28,7 @@ and Thrift's compact protocol, of which the footer and page headers need the few
 from __future__ import annotations
 
 import base64
+import functools
 from typing import NamedTuple
 
 import numba as nb
@@ -497,10 +498,39 @@ def _delta_values(cycle: np.ndarray, n: int | None = None) -> np.ndarray:
     return out[: _delta_binary_packed(cycle, n, out, 0)]
 
 
+def _delta_header(n: int, first: int) -> bytes:
+    """What `_delta_binary_packed` writes before its blocks: the block size, the miniblocks,
+    the count, and the first value (a uint64 as the int64 of its bits)."""
+    signed = first - (1 << 64) if first >= 1 << 63 else first
+    return _varint(_DELTA_BLOCK) + _varint(_MINIBLOCKS) + _varint(n) + _varint(_zigzag(signed))
+
+
+@functools.lru_cache(maxsize=16)
+def _counting_blocks(period: int, n: int) -> bytes:
+    """The blocks of `_delta_values` of ``n`` values going through first, first + 1, ...,
+    first + period - 1 over and over (a seed: period 1; a batch's deal numbers, cell after
+    cell): they hold the deltas alone, which are the same whatever first is."""
+    encoded = _delta_values(np.arange(period, dtype=np.uint64), n)
+    return bytes(encoded[len(_delta_header(n, 0)) :])
+
+
+def _counting_values(first: int, period: int, n: int) -> bytes:
+    """`_delta_values` of ``n`` values going through first, ..., first + period - 1 (at most
+    2**64 - 1), without making them: ``first``'s header, then the blocks any first has."""
+    return _delta_header(n, first) + _counting_blocks(period, n)
+
+
 def _null_chunk(rows: int, physical: int) -> _Chunk:
     """A nullable column null throughout: one run of definition level 0, no values (and no
     dictionary, as pyarrow writes a dictionary column no row fills)."""
     return _Chunk(_data_page(rows, PLAIN, _levels_bytes([(0, rows)]), b""), physical, [PLAIN, RLE])
+
+
+def _delta_chunk(encoded, rows: int, physical: int) -> _Chunk:
+    """A required integer column of ``rows`` values, delta-encoded as ``encoded``."""
+    return _Chunk(
+        _data_page(rows, DELTA_BINARY_PACKED, None, encoded), physical, [DELTA_BINARY_PACKED]
+    )
 
 
 def _integer_chunk(
@@ -510,11 +540,7 @@ def _integer_chunk(
     when nullable, those where ``presence`` says. Deltas are taken in 64 bits: right for
     INT64, and for INT32 while they fit in 32 bits (an int8 field's do)."""
     if presence is None:
-        return _Chunk(
-            _data_page(rows, DELTA_BINARY_PACKED, None, _delta_values(values, rows)),
-            physical,
-            [DELTA_BINARY_PACKED],
-        )
+        return _delta_chunk(_delta_values(values, rows), rows, physical)
     if presence.count == 0:
         return _null_chunk(rows, physical)
     kept = values if presence.count == rows else _compress(values, presence.levels, presence.count)
@@ -707,9 +733,9 @@ class DealFileEncoder:
     def _column(self, field: pa.Field, seed, first, count, cells, flat, rows, rescued) -> _Chunk:
         name = field.name
         if name == "seed":
-            return _integer_chunk(np.array([seed], dtype=np.uint64), rows, INT64)
-        if name == "deal":  # the shard's deal numbers, cell after cell
-            return _integer_chunk(np.arange(first, first + count, dtype=np.uint64), rows, INT64)
+            return _delta_chunk(_counting_values(seed, 1, rows), rows, INT64)
+        if name == "deal":  # the batch's deal numbers, cell after cell
+            return _delta_chunk(_counting_values(first, count, rows), rows, INT64)
         if name in self.label_names:
             names = self.label_names[name]
             values = [getattr(cell, name) for cell in cells]

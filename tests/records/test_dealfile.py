@@ -226,6 +226,25 @@ def test_delta_encoding_of_any_int64_sequence(spread):
     )
 
 
+@pytest.mark.parametrize(
+    "first, period, n",
+    [
+        (0, 1, 1),
+        (2**64 - 1, 1, 300),  # a seed: one value over and over
+        (12345, 250, 500),  # a batch's deal numbers for two cells
+        (2**63 - 40, 129, 3 * 129),  # across 2**63, where the signed view wraps
+        (2**64 - 33, 33, 4 * 33),  # up to the last deal number
+        (7, 1000, 1000),
+    ],
+)
+def test_counting_columns_are_encoded_as_if_made(first, period, n):
+    """The seed and deal columns are encoded without making them: the bytes of the values
+    made and encoded (whose blocks, deltas alone, are shared by every first)."""
+    cycle = (np.uint64(first) + np.arange(period, dtype=np.uint64)).astype(np.uint64)
+    made = dealfile._delta_values(cycle, n)
+    assert dealfile._counting_values(first, period, n) == bytes(made)
+
+
 def test_results_not_as_the_kernel_gives_them_are_refused():
     """The encoder trusts the kernel's conventions; what it can check cheaply, it refuses."""
     cells = [Cell(), Cell("watch", "most")]
