@@ -13,6 +13,11 @@ meant to run beside it:
   cells (`kernel.play` in batches of 200,000 deals, 5 s), and the same in two processes side
   by side: the machine's real ceiling for two workers. Measured again in every round, and
   each sweep's ratios taken against its own round's rates.
+- **The task's rate** for the two large sweeps: the sweep's own task (`task.write_shard`,
+  records, tables, files and stop tally, as a worker plays a shard) in two processes side by
+  side, without Ray, each after a small first shard. What the records themselves cost over
+  the kernel (two tasks over two kernel processes) is then told apart from what the sweep
+  loses to Ray, its workers' start and its tail (the sweep less Ray over two tasks).
 - **The sweeps**, wall time: 2,000,000 standard deals in per-deal records (quick.toml's shard
   size); 10^8 standard deals in per-deal records in 5,000,000-deal shards; `strategies.toml`
   at 10^8 deals. For each: the wall time less the Ray start and stop run just before it, its
@@ -101,6 +106,33 @@ while time.perf_counter() - began < 5:
 print(deals / (time.perf_counter() - began))
 """
 
+# The sweep's own task (`task.write_shard`, its stop tally included), without Ray: process k
+# of n plays shards k, k + n, ... of the config's plan for 5 s (at least one shard), after a
+# small shard that loads what a worker's first shard loads.
+TASKS = """
+import sys, tempfile, time
+from pipeline.store.location import Location
+from pipeline.store.plan import Shard
+from pipeline.sweep import config, driver, task
+from pipeline.sweep.stopping import tally_pairs
+process, processes = int(sys.argv[1]), int(sys.argv[2])
+cfg = config.load(sys.argv[3], sys.argv[4:])
+plan, cells = driver.plan(cfg), tuple(cfg.cells)
+with tempfile.TemporaryDirectory() as where:
+    def job(shard):
+        return task.ShardJob(
+            location=Location(where), shard=shard, seed=cfg.seed, cells=cells, record=cfg.record,
+            provenance=driver.provenance(cfg), attempt=1, tally_pairs=tuple(tally_pairs(cells)),
+        )
+    task.write_shard(job(Shard(index=0, first=0, count=26_000)))
+    deals, index, began = 0, process, time.perf_counter()
+    while index < plan.count and (deals == 0 or time.perf_counter() - began < 5):
+        task.write_shard(job(plan[index]))
+        deals += plan[index].count
+        index += processes
+print(deals / (time.perf_counter() - began))
+"""
+
 STANDARD = ["grid.variant=standard", "record=deals"]
 SWEEPS = {
     "2M standard, per-deal": ("configs/quick.toml", [*STANDARD, "deals=2000000"]),
@@ -110,6 +142,10 @@ SWEEPS = {
     ),
     "strategies.toml at 1e8": ("configs/strategies.toml", ["deals=100000000"]),
 }
+
+
+# The sweeps whose task is also timed alone (`TASKS`): those long enough to run at a rate.
+TASK_CEILING = ("1e8 standard, per-deal, 5M shards", "strategies.toml at 1e8")
 
 
 def timed(command: list[str], switches: dict | None = None) -> tuple[float, str]:
@@ -131,6 +167,19 @@ def kernel_rate(config: str, sets: list[str], processes: int) -> float:
     running = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
+    ]
+    return sum(float(proc.communicate()[0]) for proc in running)
+
+
+def task_rate(config: str, sets: list[str], processes: int) -> float:
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-c", TASKS, str(k), str(processes), config, *sets],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(processes)
     ]
     return sum(float(proc.communicate()[0]) for proc in running)
 
@@ -191,32 +240,45 @@ def main() -> None:
             cells = (config, *(s for s in sets if not s.startswith(("deals=", "shard_size="))))
             if cells not in rates:
                 rates[cells] = (kernel_rate(config, sets, 1), kernel_rate(config, sets, 2))
+            tasks = task_rate(config, sets, 2) if name in TASK_CEILING else None
             for label, switches in variants.items():
                 ray_seconds.append(ray_alone())
                 wall = sweep_wall(config, sets, work / "sweep", switches)
-                walls[name, label].append((wall, ray_seconds[-1], *rates[cells]))
+                walls[name, label].append((wall, ray_seconds[-1], *rates[cells], tasks))
     ray_mid = statistics.median(ray_seconds)
     print(f"Ray's own start and stop: {span(ray_seconds)} s (median {ray_mid:.2f})")
     for (name, label), runs in walls.items():
         sets = sweeps[name][1]
         deals = next(int(s.split("=")[1]) for s in sets if s.startswith("deals="))
+        task_figures = {}
+        if name in TASK_CEILING:
+            task_figures = {
+                "task_two_processes": span([tasks for *_, tasks in runs], 0),
+                "two_tasks_over_two_kernel_processes": span(
+                    [tasks / two for *_, two, tasks in runs], 3
+                ),
+                "less_ray_over_two_tasks": span(
+                    [deals / (w - ray) / tasks for w, ray, _, _, tasks in runs], 3
+                ),
+            }
         print(
             json.dumps(
                 {
                     "sweep": name + label,
                     "wall_seconds": span([w for w, *_ in runs]),
                     "over_ray_seconds": span([w - ray for w, ray, *_ in runs]),
-                    "kernel_one_core": span([one for *_, one, _ in runs], 0),
-                    "kernel_two_processes": span([two for *_, two in runs], 0),
+                    "kernel_one_core": span([one for _, _, one, _, _ in runs], 0),
+                    "kernel_two_processes": span([two for _, _, _, two, _ in runs], 0),
                     "end_to_end_over_2x_one_core": span(
-                        [deals / w / (2 * one) for w, _, one, _ in runs], 3
+                        [deals / w / (2 * one) for w, _, one, _, _ in runs], 3
                     ),
                     "less_ray_over_two_processes": span(
-                        [deals / (w - ray) / two for w, ray, _, two in runs], 3
+                        [deals / (w - ray) / two for w, ray, _, two, _ in runs], 3
                     ),
-                    "runs (wall, ray, one core, two)": [
-                        [round(w, 2), round(ray, 2), round(one), round(two)]
-                        for w, ray, one, two in runs
+                    **task_figures,
+                    "runs (wall, ray, one core, two, two tasks)": [
+                        [round(w, 2), round(ray, 2), round(one), round(two), tasks and round(tasks)]
+                        for w, ray, one, two, tasks in runs
                     ],
                 }
             )
