@@ -119,11 +119,11 @@ process, processes = int(sys.argv[1]), int(sys.argv[2])
 cfg = config.load(sys.argv[3], sys.argv[4:])
 plan, cells = driver.plan(cfg), tuple(cfg.cells)
 with tempfile.TemporaryDirectory() as where:
-    def job(shard):
-        return task.ShardJob(
-            location=Location(where), shard=shard, seed=cfg.seed, cells=cells, record=cfg.record,
-            provenance=driver.provenance(cfg), attempt=1, tally_pairs=tuple(tally_pairs(cells)),
-        )
+    common = dict(
+        location=Location(where), seed=cfg.seed, cells=cells, record=cfg.record,
+        provenance=driver.provenance(cfg), attempt=1, tally_pairs=tuple(tally_pairs(cells)),
+    )
+    job = lambda shard: task.ShardJob(shard=shard, **common)
     task.write_shard(job(Shard(index=0, first=0, count=26_000)))
     deals, index, began = 0, process, time.perf_counter()
     while index < plan.count and (deals == 0 or time.perf_counter() - began < 5):
