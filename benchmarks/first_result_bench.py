@@ -53,7 +53,8 @@ RAY_ALONE = """
 import time
 started = time.monotonic()
 import ray
-ray.init(include_dashboard=False, logging_level="warning")
+# A new local instance, as the sweep starts it: never one `ray start` left on this machine.
+ray.init(address="local", include_dashboard=False, logging_level="warning")
 up = time.monotonic()
 ray.shutdown()
 print(up - started, time.monotonic() - up)
