@@ -1,0 +1,81 @@
+"""What each part of a summary task costs when two run side by side: the task's rate with a
+part taken out, against the kernel alone, in the same rounds.
+
+    python benchmarks/task_parts_bench.py [--config configs/strategies.toml] [--rounds 3]
+
+Each figure is two processes side by side, no Ray, as in `first_result_bench.py` (whose
+kernel and task scripts these are): the kernel alone (`kernel.play`, 200,000-deal batches,
+5 s); the sweep's own task (`task.write_shard`, with its stop tally); the task without
+`KernelBatches.add_matrix` (the counts, pairs, blocks and facts of summary records: its
+tables are then empty, the rest as played); and without that and the stop tally. Rounds are
+interleaved (this machine drifts by tens of percent from minute to minute); each prints its
+rates in deals a second, summed over the two processes, and each part's rate over the kernel's
+of its round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from first_result_bench import KERNEL, ROOT, TASKS  # noqa: E402
+
+from pipeline.sweep import config  # noqa: E402
+
+# Parts taken out by the environment, in the task processes only.
+WITHOUT = """
+import os
+from pipeline.records import summary
+if os.environ.get("WITHOUT_COUNTS"):
+    summary.KernelBatches.add_matrix = lambda self, results: None
+"""
+SCRIPT = WITHOUT + TASKS.replace(
+    "tally_pairs=tuple(tally_pairs(cells))",
+    "tally_pairs=None if os.environ.get('WITHOUT_STOP_TALLY') else tuple(tally_pairs(cells))",
+)
+VARIANTS = {
+    "task": {},
+    "without counts": {"WITHOUT_COUNTS": "1"},
+    "without counts and stop tally": {"WITHOUT_COUNTS": "1", "WITHOUT_STOP_TALLY": "1"},
+}
+
+
+def two_processes(command: list[str], env: dict | None = None) -> float:
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-c", *command[:1], *(arg.format(k=k) for arg in command[1:])],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        for k in range(2)
+    ]
+    return sum(float(proc.communicate()[0].split()[0]) for proc in running)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/strategies.toml")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if config.load(str(ROOT / args.config), []).record != "summary":
+        raise SystemExit(f"{args.config}: the parts measured here are those of summary records")
+    for round_number in range(1, args.rounds + 1):
+        kernel = two_processes([KERNEL, args.config])
+        rates = {
+            name: two_processes([SCRIPT, "{k}", "2", args.config], env)
+            for name, env in VARIANTS.items()
+        }
+        shown = ", ".join(
+            f"{name} {rate:,.0f} ({rate / kernel:.3f})" for name, rate in rates.items()
+        )
+        print(f"round {round_number}: kernel {kernel:,.0f}; {shown}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
