@@ -163,26 +163,32 @@ def ray_alone() -> float:
     return seconds
 
 
-def kernel_rate(config: str, sets: list[str], processes: int) -> float:
-    command = [sys.executable, "-c", KERNEL, config, *sets]
-    running = [
-        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        for _ in range(processes)
-    ]
-    return sum(float(proc.communicate()[0]) for proc in running)
-
-
-def task_rate(config: str, sets: list[str], processes: int) -> float:
+def side_by_side(commands: list[list[str]], env: dict | None = None) -> float:
+    """The rates the scripts print (``[script, *args]``, one process each, all at once), summed."""
     running = [
         subprocess.Popen(
-            [sys.executable, "-c", TASKS, str(k), str(processes), config, *sets],
+            [sys.executable, "-c", *command],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
+            env={**os.environ, **(env or {})},
         )
-        for k in range(processes)
+        for command in commands
     ]
     return sum(float(proc.communicate()[0]) for proc in running)
+
+
+def kernel_rate(config: str, sets: list[str], processes: int) -> float:
+    return side_by_side([[KERNEL, config, *sets]] * processes)
+
+
+def task_rate(
+    config: str, sets: list[str], processes: int, script: str = TASKS, env: dict | None = None
+) -> float:
+    """`TASKS` (or a variant of it) in ``processes`` processes, each its share of the shards."""
+    return side_by_side(
+        [[script, str(k), str(processes), config, *sets] for k in range(processes)], env
+    )
 
 
 def sweep_wall(config: str, sets: list[str], output: Path, switches: dict | None = None) -> float:

@@ -16,13 +16,11 @@ of its round.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_result_bench import KERNEL, ROOT, TASKS  # noqa: E402
+from first_result_bench import ROOT, TASKS, kernel_rate, task_rate  # noqa: E402
 
 from pipeline.sweep import config  # noqa: E402
 
@@ -33,8 +31,10 @@ from pipeline.records import summary
 if os.environ.get("WITHOUT_COUNTS"):
     summary.KernelBatches.add_matrix = lambda self, results: None
 """
+STOP_TALLY = "tally_pairs=tuple(tally_pairs(cells))"
+assert STOP_TALLY in TASKS, "first_result_bench.TASKS no longer makes its jobs' stop tally so"
 SCRIPT = WITHOUT + TASKS.replace(
-    "tally_pairs=tuple(tally_pairs(cells))",
+    STOP_TALLY,
     "tally_pairs=None if os.environ.get('WITHOUT_STOP_TALLY') else tuple(tally_pairs(cells))",
 )
 VARIANTS = {
@@ -42,20 +42,6 @@ VARIANTS = {
     "without counts": {"WITHOUT_COUNTS": "1"},
     "without counts and stop tally": {"WITHOUT_COUNTS": "1", "WITHOUT_STOP_TALLY": "1"},
 }
-
-
-def two_processes(command: list[str], env: dict | None = None) -> float:
-    running = [
-        subprocess.Popen(
-            [sys.executable, "-c", *command[:1], *(arg.format(k=k) for arg in command[1:])],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        for k in range(2)
-    ]
-    return sum(float(proc.communicate()[0].split()[0]) for proc in running)
 
 
 def main() -> None:
@@ -66,11 +52,8 @@ def main() -> None:
     if config.load(str(ROOT / args.config), []).record != "summary":
         raise SystemExit(f"{args.config}: the parts measured here are those of summary records")
     for round_number in range(1, args.rounds + 1):
-        kernel = two_processes([KERNEL, args.config])
-        rates = {
-            name: two_processes([SCRIPT, "{k}", "2", args.config], env)
-            for name, env in VARIANTS.items()
-        }
+        kernel = kernel_rate(args.config, [], 2)
+        rates = {name: task_rate(args.config, [], 2, SCRIPT, env) for name, env in VARIANTS.items()}
         shown = ", ".join(
             f"{name} {rate:,.0f} ({rate / kernel:.3f})" for name, rate in rates.items()
         )
