@@ -503,7 +503,7 @@ def load_part(
     group = part.group
     resumed = listed is not None and not fresh and listed["config_hash"] == group.config_hash
     if resumed:
-        refuse_shrinking(config, listed)
+        refuse_shrinking(config, listed, part.location)
     manifest = records.Manifest(
         part.location, group.config_hash, listed["page_shards"] if resumed else None
     )
@@ -526,11 +526,25 @@ def load_part(
     return manifest.load_verified(listed, shards, len(group.cells), expected_schemas(config.record))
 
 
-def refuse_shrinking(config: SweepConfig, listed: dict) -> None:
+def refuse_shrinking(config: SweepConfig, listed: dict, location: Location) -> None:
     """A config with fewer deals than its directory has committed would delete some: refused
     (raise deals, or start over with --fresh). More deals grow the sweep."""
     ends = [entry.get("last") for entry in listed["shards"] if isinstance(entry, dict)]
-    ends += [config.first + (page.last + 1) * config.shard_size - 1 for page in listed["pages"]]
+    last = config.first + config.deals - 1
+    if listed["pages"]:
+        # A page's shards are whole but perhaps its last, the end of the plan it was sealed
+        # in: that one's entry says where it ends, when it decides.
+        final = listed["pages"][-1]
+        end = config.first + (final.last + 1) * config.shard_size - 1
+        if end > last:
+            one_page, plan = (
+                {**listed, "pages": [final]},
+                plan_shards(config.first, end - config.first + 1, config.shard_size),
+            )
+            for _, entries, _ in records.read_pages(location, one_page, plan):
+                lasts = [entry.get("last") for entry in entries or [] if isinstance(entry, dict)]
+                end = max((e for e in lasts if isinstance(e, int)), default=end)
+        ends.append(end)
     committed = max((end for end in ends if isinstance(end, int)), default=-1) - config.first + 1
     if committed > config.deals:
         raise layout.ResultsError(

@@ -139,3 +139,27 @@ def test_a_resumed_run_keeps_the_page_size_it_was_begun_with(unpaged, paged, mon
     after = json.loads((paged / "manifest.json").read_text())
     assert after["page_shards"] == PAGE and after["pages"] == manifest["pages"]
     assert check(paged).exit_code == 0
+
+
+def test_a_run_whose_last_page_ends_in_a_short_shard_resumes_and_grows(
+    unpaged, tmp_path, monkeypatch
+):
+    # 3,800 deals: shards 0-7, the last of 300 deals, every one on a sealed page.
+    monkeypatch.setenv(PAGE_ENV, str(PAGE))
+    config, out = unpaged[0], tmp_path / "res"
+    assert run(config, out, "--set=deals=3800").exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["shards"] == [] and manifest["pages"][-1]["last"] == 7
+
+    again = run(config, out, "--set=deals=3800")
+    assert again.exit_code == 0, again.output
+    assert "(0 played, 8 already committed)" in again.stderr, again.stderr
+
+    fewer = run(config, out, "--set=deals=3799")
+    assert fewer.exit_code == 2
+    assert "deals: 3,799 is fewer than the 3,800 deals already committed" in fewer.stderr
+
+    grown = run(config, out, "--set=deals=4000")  # shard 7 is played again, whole
+    assert grown.exit_code == 0, grown.output
+    assert "(1 played, 7 already committed" in grown.stderr, grown.stderr
+    assert check(out).exit_code == 0
