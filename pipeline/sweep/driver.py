@@ -126,7 +126,8 @@ class Outcome:
     seconds: float = 0.0
     play_seconds: float = 0.0  # from the first shard started (here, or on Ray) to the end
     stop: dict | None = None  # how a run with a stop rule stopped (`Stopping.record`)
-    beyond_stop: int = 0  # shards played past the stopping point, and removed
+    beyond_stop: int = 0  # shards committed past the stopping point, and removed
+    committed_here: set[tuple[int, int]] = field(default_factory=set)  # (shard, group) this run
     # (shard, cell group) of the units in flight when the run stopped
     cancelled: list[tuple[int, int]] = field(default_factory=list)
     committed: int = 0
@@ -306,6 +307,8 @@ def run(
                 progress.target = stopping.status
             if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
                 drop_beyond_stop(shards, parts, progress, outcome)
+                record.runs[-1]["shards_already_committed"] = outcome.skipped
+                location.write_json(RUN_FILE, record.to_json())
             for part in parts:
                 part.manifest.flush()
             return record
@@ -638,9 +641,9 @@ def drop_beyond_stop(
     """Shards committed past the stopping point (in flight when it was found, and done first;
     or, in a group before the last, played by an earlier run) are not part of the results:
     out of the manifest first, then their files; and the files the tasks cancelled at the
-    stop may have left."""
+    stop may have left. A report of the results as they were goes with them."""
     stop_at = parts[-1].manifest.stop_at
-    removed = 0
+    removed = before = 0
     for number, part in enumerate(parts):
         manifest, location = part.manifest, part.location
         manifest.stop_at = stop_at
@@ -648,6 +651,7 @@ def drop_beyond_stop(
         if dropped or manifest.dropped_pages:
             manifest.flush()
         for entry in dropped:
+            before += (entry.index, number) not in outcome.committed_here
             for record in entry.files:
                 location.delete(record.path)  # nothing there if it was never put in place
         for path in manifest.dropped_pages:
@@ -664,9 +668,16 @@ def drop_beyond_stop(
     if not removed:
         return
     outcome.beyond_stop += removed
+    outcome.skipped -= before  # those this run found committed
+    parts[0].location.delete(layout.REPORT_DIR)
+    by_whom = [
+        f"{count} {whom}"
+        for count, whom in ((removed - before, "played by this run"), (before, "committed before"))
+        if count
+    ]
     progress.say(
-        f"{removed} shard(s) played past the stopping point (shard {stop_at}) "
-        "were removed: the results are the shards up to it"
+        f"{removed} shard(s) past the stopping point (shard {stop_at}) were removed "
+        f"({', '.join(by_whom)}): the results are the shards up to it"
     )
 
 
@@ -920,6 +931,7 @@ def play_all(
         for entry, why in rejected:
             shard = shards[entry.index]
             attempts[shard.index, number] = entry.attempts
+            outcome.committed_here.discard((shard.index, number))
             outcome.played -= 1
             outcome.played_deals -= shard.count
             progress.done_shards -= 1
@@ -945,6 +957,7 @@ def play_all(
         if result.node_id is None:  # played by the early player, on this machine
             result = replace(result, **here)
         parts[number].manifest.commit(replace(result, attempts=attempts.pop((shard.index, number))))
+        outcome.committed_here.add((shard.index, number))
         if not report_removed:
             # The results now differ from what a report of them said: remove it.
             parts[0].location.delete(layout.REPORT_DIR)

@@ -143,7 +143,7 @@ def test_the_run_stops_where_the_rule_first_holds(two_workers):
     assert [e["index"] for e in manifest_entries(out)] == list(range(at + 1))
     # Shards past the point were started at most STOP_AHEAD x in flight (4 here) ahead.
     said = (out.parent / "stderr.txt").read_text()
-    past = re.search(r"(\d+) shard\(s\) played past the stopping point", said)
+    past = re.search(r"(\d+) shard\(s\) past the stopping point \(shard \d+\) were removed", said)
     assert past is None or int(past[1]) <= sweep_driver.STOP_AHEAD * 4, said
     assert on_disk(out) == sorted(f for f, _ in file_digests(out))  # nothing past the point
     assert all(t["met"] for t in stop["targets"])
@@ -306,9 +306,20 @@ def test_a_tighter_rule_grows_a_stopped_sweep_and_a_looser_one_cuts_it(
     assert json.loads((out / "run.json").read_text())["stop"] == stop
     assert file_digests(out) == file_digests(reference)
 
+    report = CliRunner().invoke(cli, ["report", str(out), "--no-plots", "--replay", "0"])
+    assert report.exit_code == 0 and (out / "report").is_dir(), report.output
     looser = run(loose_path)
     assert looser.exit_code == 0, looser.output
-    assert "played past the stopping point" in looser.stderr and "0 played" in looser.stderr
+    kept, cut = loose["stopped_at_shard"] + 1, stop["stopped_at_shard"] - loose["stopped_at_shard"]
+    assert (
+        f"{cut} shard(s) past the stopping point (shard {kept - 1}) were removed "
+        f"({cut} committed before)"
+    ) in looser.stderr, looser.stderr
+    assert f"(0 played, {kept} already committed)" in looser.stderr, looser.stderr
+    assert not (out / "report").exists()  # it told of the shards removed
+    assert (
+        json.loads((out / "run.json").read_text())["runs"][-1]["shards_already_committed"] == kept
+    )
     assert file_digests(out) == loose_files and on_disk(out) == sorted(f for f, _ in loose_files)
 
 
@@ -329,7 +340,8 @@ def test_a_rule_added_to_a_sweep_played_without_one_reads_its_tallies(
     assert "0 played" in added.stderr and f"stopped after shard {stop['stopped_at_shard']}" in (
         added.stderr
     )
-    assert "5 shard(s) played past the stopping point" in added.stderr
+    assert "5 shard(s) past the stopping point" in added.stderr
+    assert "were removed (5 committed before)" in added.stderr
     assert file_digests(out) == file_digests(reference)
     assert on_disk(out) == on_disk(reference)
     assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
