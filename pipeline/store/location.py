@@ -71,6 +71,9 @@ class Location:
         path = self.full(relative) if relative else self.root
         return self.fs.get_file_info(path).type != pafs.FileType.NotFound
 
+    def is_directory(self) -> bool:
+        return self.fs.get_file_info(self.root).type == pafs.FileType.Directory
+
     def files(self, relative: str) -> list[pafs.FileInfo]:
         """Every file under a directory, recursively (none if it does not exist)."""
         selector = pafs.FileSelector(self.full(relative), recursive=True, allow_not_found=True)

@@ -229,6 +229,10 @@ def open_results(where: str | Location) -> Results:
     location = where if isinstance(where, Location) else Location(where)
     if not location.exists():
         raise ResultsError(f"{location.where}: no such directory")
+    if not location.is_directory():
+        raise ResultsError(
+            f"{location.where}: a file, not a results directory (a directory with {RUN_FILE})"
+        )
     run = read_run(location)
     if run is None:
         holder = location.held_by()

@@ -357,6 +357,7 @@ def test_cli_report_draws_its_plots_in_its_own_process(both_modes, tmp_path):
     "setup,expected",
     [
         ("missing", "no such directory"),
+        ("a_file", "a file, not a results directory (a directory with run.json)"),
         ("empty", "not a clocksweep results directory"),
         ("bad_run", "run.json is not valid JSON"),
         ("no_manifest", "no manifest.json, so no committed shard to read"),
@@ -364,7 +365,9 @@ def test_cli_report_draws_its_plots_in_its_own_process(both_modes, tmp_path):
 )
 def test_cli_report_errors_are_one_line(tmp_path, setup, expected):
     where = tmp_path / "r"
-    if setup != "missing":
+    if setup == "a_file":
+        where.write_text("not a directory\n")
+    elif setup != "missing":
         where.mkdir()
     if setup == "bad_run":
         (where / "run.json").write_text("{not json")

@@ -376,6 +376,10 @@ def test_malformed_manifests_are_named(tmp_path, manifest_json, words, report_wo
 
 def test_validate_bad_input(tmp_path):
     assert_one_line_error(run_cli(["validate", str(tmp_path / "nowhere")]), ["no such directory"])
+    (tmp_path / "a_file").write_text("not a directory\n")
+    assert_one_line_error(
+        run_cli(["validate", str(tmp_path / "a_file")]), ["a file, not a results"]
+    )
     assert_one_line_error(
         run_cli(["validate", str(tmp_path)]), ["not a clocksweep results directory"]
     )
