@@ -76,9 +76,12 @@ def read_wins(
             )
             for batch in batch_table.to_batches():
                 runs, starts, ends = summary.batch_runs(batch, lut)
-                offsets = batch.column("deal").to_numpy().astype(np.int64) - first
-                if len(offsets) and not (0 <= offsets.min() and offsets.max() < count):
+                deals = batch.column("deal").to_numpy()  # uint64: deal numbers reach 2**64 - 1
+                if len(deals) and not (
+                    first <= int(deals.min()) and int(deals.max()) < first + count
+                ):
                     raise ValueError(f"{record.path}: a deal outside the shard's")
+                offsets = (deals - np.uint64(first)).astype(np.int64)
                 played = batch.column("won").to_numpy(zero_copy_only=False)
                 for cell, start, end in zip(runs, starts, ends):
                     if cell < 0:

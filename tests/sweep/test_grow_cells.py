@@ -143,6 +143,20 @@ def test_a_new_cell_plays_only_itself_and_reads_as_one_sweep(tmp_path, local_ray
         assert (counted, won) == (3000 * 4, rows["won"].sum())
 
 
+def test_a_per_deal_sweep_past_2_63_grows_by_a_cell(tmp_path, local_ray):
+    """Deal numbers are unsigned 64-bit: the wins a new cell pairs with are read as such."""
+    body = BASE.replace("deals = 3000", f"first = {2**64 - 3001}\ndeals = 3000")
+    path, out = write(tmp_path, "deals", body)
+    assert run(path).exit_code == 0
+    grown = run(path, *GROWN)
+    assert grown.exit_code == 0 and "failed" not in grown.stderr, grown.stderr
+    union = [str(out / "shards" / "deals"), str(out / "cells-1" / "shards" / "deals")]
+    text = body.format(record="deals", out=out).replace(
+        '"most", "random"]', '"most", "random", "fewest"]'
+    )
+    assert read_rows([f"{d}/*.parquet" for d in union]).equals(kernel_rows(text))
+
+
 def test_a_summary_shards_wins_are_the_kernels_deal_by_deal(tmp_path, local_ray):
     path, out = write(tmp_path, "summary")
     assert run(path).exit_code == 0
