@@ -40,10 +40,20 @@ def entry_shape_problem(entry) -> str | None:
     return None
 
 
+class Growth(str):
+    """Why a committed shard is not kept when nothing about it is wrong: it was its plan's
+    short last shard, and the sweep has grown past it (played again, whole)."""
+
+
 def entry_problem(entry: ShardEntry, shard: Shard, n_cells: int, tables) -> str | None:
     """What is wrong with a well-formed manifest entry for ``shard`` of the plan: its range,
     deals, cells and rows as the plan makes them, and each of ``tables`` once, at the shard's
     own path (a file of another shard, or one listed twice, would be read as this one's)."""
+    if entry.first == shard.first and entry.last < shard.last:
+        return Growth(
+            f"{shard.stem}: holds deals {entry.first}-{entry.last}, and the sweep now runs to "
+            f"{shard.last}: a run plays it again, whole"
+        )
     if (entry.first, entry.last) != (shard.first, shard.last):
         return (
             f"{shard.stem}: manifest range {entry.first}-{entry.last} is not the "

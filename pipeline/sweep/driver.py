@@ -202,6 +202,7 @@ class State:
     previous: RunRecord | None  # the run record, if there is one this run keeps
     parts: list[Part]  # its cell groups (one but for a sweep grown by cells)
     notes: list[tuple[int | None, str, int]]  # (shard or None, why, group) of what was not kept
+    grown: set[tuple[int, int]]  # (shard, group) of the notes that are the sweep's growth
     stopping: Stopping | None  # the stop rule, over every group's cells
 
     @property
@@ -279,7 +280,9 @@ def run(
             {
                 index
                 for index, _, group in state.notes
-                if index is not None and index not in parts[group].manifest
+                if index is not None
+                and index not in parts[group].manifest
+                and (index, group) not in state.grown
             }
         )
         progress = Progress(
@@ -433,7 +436,7 @@ def read_state(
                 )
             cells = groups.sweep_cells(cell_groups)
             stopping = Stopping(config.stop, cells, config.deals) if config.stop else None
-            parts, notes = [], []
+            parts, notes, grown = [], [], set()
             for group in cell_groups:
                 place = group.location(location)
                 if group.index:
@@ -444,6 +447,8 @@ def read_state(
                     part, listed, config, fresh, shards, rule, len(cells)
                 ):
                     notes.append((index, f"{group.path('')}{problem}", group.index))
+                    if isinstance(problem, records.Growth):
+                        grown.add((index, group.index))
                 parts.append(part)
             # With --fresh, the old groups' directories are the clean-up's to remove, not
             # another's to leave alone.
@@ -466,7 +471,7 @@ def read_state(
                 f"output: {config.output}: {part.group.path(path)} is {what} where clocksweep "
                 "keeps its own files; move it away"
             )
-    return State(previous, parts, notes, stopping)
+    return State(previous, parts, notes, grown, stopping)
 
 
 def old_groups(previous: RunRecord | None) -> list[groups.CellGroup]:
@@ -561,7 +566,8 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
     old results too); name what is not ours, and leave it."""
     for index, problem, group in state.notes:
         kept = index is not None and index in state.parts[group].manifest
-        progress.say(problem if index is None or kept else f"shard {index}: {problem}; redoing it")
+        plain = index is None or kept or (index, group) in state.grown
+        progress.say(problem if plain else f"shard {index}: {problem}; redoing it")
     if fresh and location.kind(RUN_FILE) == "file":
         # The results are replaced: their manifest, and the report, which went with them; and
         # the cell groups the old run record names.
@@ -578,7 +584,7 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
         removed += len(found.removable)
         foreign += [(part.group.path(path), what) for path, what in found.foreign]
     if removed:
-        progress.say(f"removed {removed} uncommitted file(s) of an earlier run")
+        progress.say(f"removed {removed} file(s) of an earlier run that no committed shard lists")
     for path, what in foreign[:5]:
         progress.say(f"left alone: {path} ({what}; not written by clocksweep)")
     if len(foreign) > 5:

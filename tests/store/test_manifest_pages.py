@@ -161,5 +161,5 @@ def test_a_run_whose_last_page_ends_in_a_short_shard_resumes_and_grows(
 
     grown = run(config, out, "--set=deals=4000")  # shard 7 is played again, whole
     assert grown.exit_code == 0, grown.output
-    assert "(1 played, 7 already committed" in grown.stderr, grown.stderr
+    assert "(1 played, 7 already committed)" in grown.stderr, grown.stderr
     assert check(out).exit_code == 0

@@ -274,6 +274,11 @@ def test_more_deals_play_only_the_new_shards(tmp_path, local_ray):
     assert grown.exit_code == 0, grown.output
     # Shard 2 held 500 deals and now holds 1,000: it alone of the old ones is played again.
     assert "2 already committed" in grown.stderr and "3 played" in grown.stderr, grown.stderr
+    assert (
+        "holds deals 2000-2499, and the sweep now runs to 2999: a run plays it again"
+        in grown.stderr
+    )
+    assert "redone" not in grown.stderr  # nothing failed: the sweep grew
     assert {k: v for k, v in inodes(out).items() if k in kept} == kept  # untouched
 
     fresh_path, fresh = write(tmp_path / "fresh", BASE.replace("deals = 120000", "deals = 5000"))
