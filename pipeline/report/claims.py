@@ -143,6 +143,21 @@ def below_verdict(interval: tuple[float, float], threshold: float) -> str:
     return REFUTED if low > threshold else INCONCLUSIVE
 
 
+def over_some_strategies(verdict: str, present: int, needs_all: str) -> str:
+    """``verdict`` drawn from ``present`` of the counts-only strategies: the one verdict only
+    all of them can support (``needs_all``: that none beats a bound, or that none differs) is
+    inconclusive while any is missing; the other holds on what is there."""
+    if verdict == needs_all and present < len(rules.COUNT_STRATEGIES):
+        return INCONCLUSIVE
+    return verdict
+
+
+def missing_text(variant: str, strategies) -> str:
+    """A claim's needs: the counts-only strategies of ``variant`` not in the sweep."""
+    missing = [s for s in rules.COUNT_STRATEGIES if s not in strategies]
+    return f"cells {variant} x {{{', '.join(missing)}}}, finale=down"
+
+
 def no_difference_verdict(interval: tuple[float, float]) -> str:
     low, high = interval
     if low > 0 or high < 0:
@@ -419,7 +434,8 @@ def better_than_one_in_three(figures: ClaimFigures) -> Claim:
         'if you choose well".',
         f"the best one_swap strategy a player can use with the bottoms face down ({COUNTS_TEXT}) "
         "is measured; confirmed if the lower end of its 99.9% interval is above 1/3, "
-        "refuted if the upper end is below 1/3, otherwise inconclusive.",
+        "refuted if the upper end is below 1/3 (and every one of those strategies was played), "
+        "otherwise inconclusive.",
     )
     candidates = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "one_swap", s))]
     if not candidates:
@@ -428,6 +444,13 @@ def better_than_one_in_three(figures: ClaimFigures) -> Claim:
         return claim
     best = max(candidates, key=lambda c: figures.cells[c].rate)
     _rate_claim(claim, figures, best, lambda ci: above_verdict(ci, 1 / 3))
+    verdict = over_some_strategies(claim.verdict, len(candidates), REFUTED)
+    if verdict != claim.verdict:
+        claim.verdict = verdict
+        claim.needs = (
+            missing_text("one_swap", [c.strategy for c in candidates])
+            + ": a strategy not played may beat 1/3"
+        )
     exact = figures.cells[best].exact
     if exact is not None:
         claim.exact = odds.fraction_text(exact)
@@ -447,7 +470,8 @@ def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
         'Under Watch, "which card you pick makes no difference to whether the chain survives".',
         "the Watch strategies a player can use with the bottoms face down are compared on the same "
         "deals, the best against the worst; refuted if the 99.9% paired interval of their "
-        f"difference excludes 0, confirmed if it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
+        f"difference excludes 0, confirmed if it lies within +-{pct(TOLERANCE)} (and every one of "
+        "those strategies was played), otherwise inconclusive.",
     )
     cells = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "watch", s))]
     if len(cells) < 2:
@@ -471,7 +495,13 @@ def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
         f"(exact McNemar p {stats.p_text(paired.p_value)})"
     )
     claim.basis = f"cells {best.label} and {worst.label}, paired deal by deal"
-    claim.verdict = no_difference_verdict((paired.low, paired.high))
+    verdict = no_difference_verdict((paired.low, paired.high))
+    claim.verdict = over_some_strategies(verdict, len(cells), CONFIRMED)
+    if claim.verdict != verdict:
+        claim.needs = (
+            missing_text("watch", [c.strategy for c in cells])
+            + ": no difference among some strategies is not none among all"
+        )
     claim.detail.append(
         "all: " + ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in ranked)
     )

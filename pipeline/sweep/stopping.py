@@ -158,9 +158,14 @@ def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
                 "better_than_one_in_three",
                 [index[c] for c in one_swap],
                 [],
-                # The best strategy beats 1/3 if one does; not if none comes near.
-                lambda r, p: claim_rules.above_verdict(
-                    (max(low for low, _ in r), max(high for _, high in r)), 1 / 3
+                # The best strategy beats 1/3 if one does; not if none comes near (and
+                # none is missing).
+                lambda r, p: claim_rules.over_some_strategies(
+                    claim_rules.above_verdict(
+                        (max(low for low, _ in r), max(high for _, high in r)), 1 / 3
+                    ),
+                    len(one_swap),
+                    claim_rules.REFUTED,
                 ),
                 near(1 / 3),
             )
@@ -173,7 +178,11 @@ def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
                 "pick_makes_no_difference",
                 [],
                 watch_pairs,
-                lambda r, p: all_pairs([claim_rules.no_difference_verdict(i) for i in p]),
+                lambda r, p: claim_rules.over_some_strategies(
+                    all_pairs([claim_rules.no_difference_verdict(i) for i in p]),
+                    len(watch),
+                    claim_rules.CONFIRMED,
+                ),
                 no_difference,
             )
         )

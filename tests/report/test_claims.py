@@ -321,9 +321,25 @@ def test_one_in_13_which_cell():
 def test_better_than_one_in_three_verdicts(wins, n, verdict):
     low, high = wilson(wins, n)
     assert (low > 1 / 3, high < 1 / 3) == (verdict == CONFIRMED, verdict == REFUTED)
-    claim = claims.better_than_one_in_three(FakeFigures({one_swap("most"): (n, wins)}))
+    # most the best of every counts-only strategy (the others at half its wins).
+    others = {one_swap(s): (n, wins // 2) for s in ("clockwise", "random", "fewest")}
+    figures = FakeFigures({one_swap("most"): (n, wins), **others})
+    claim = claims.better_than_one_in_three(figures)
     assert claim.verdict == verdict and claim.needs is None
     assert claim.figure == wins / n and claim.interval == (low, high)
+
+
+def test_better_than_one_in_three_is_not_refuted_while_a_strategy_is_missing():
+    # 250 of 1000 is below 1/3 (refuted above, with every strategy); fewest is not played,
+    # and might be the choice that beats 1/3. Above 1/3 needs one strategy only.
+    some = {one_swap(s): (1000, 250) for s in ("clockwise", "random", "most")}
+    claim = claims.better_than_one_in_three(FakeFigures(some))
+    assert needs_and_inconclusive(claim)
+    assert (
+        claim.needs == "cells one_swap x {fewest}, finale=down: a strategy not played may beat 1/3"
+    )
+    some[one_swap("most")] = (1000, 400)
+    assert claims.better_than_one_in_three(FakeFigures(some)).verdict == CONFIRMED
 
 
 def test_better_than_one_in_three_takes_the_best_strategy():
@@ -376,7 +392,22 @@ def test_better_than_one_in_three_face_up_stands_in():
 
 # --- pick_makes_no_difference -------------------------------------------------------------
 
-MOST, FEWEST, CLOCKWISE = watch("most"), watch("fewest"), watch("clockwise")
+MOST, FEWEST, CLOCKWISE, RANDOM = (
+    watch("most"),
+    watch("fewest"),
+    watch("clockwise"),
+    watch("random"),
+)
+
+
+def every_watch_strategy(n: int, most_wins: int, fewest_wins: int) -> dict:
+    """Watch cells of every counts-only strategy, most ranked best and fewest worst (clockwise
+    and random at fewest's rate: a tie for the worst goes to the last, fewest)."""
+    most_wins += most_wins == fewest_wins
+    return {
+        MOST: (n, most_wins),
+        **{watch(s): (n, fewest_wins) for s in ("clockwise", "random", "fewest")},
+    }
 
 
 @pytest.mark.parametrize(
@@ -400,11 +431,33 @@ def test_pick_makes_no_difference_verdicts(table, within, verdict):
     assert (-TOL <= low and high <= TOL) == within
     n = sum(table)
     figures = FakeFigures(
-        {MOST: (n, both + a_only), FEWEST: (n, both + b_only)}, pairs={(MOST, FEWEST): table}
+        every_watch_strategy(n, both + a_only, both + b_only), pairs={(MOST, FEWEST): table}
     )
     claim = claims.pick_makes_no_difference(figures)
     assert claim.verdict == verdict and claim.needs is None
+    assert claim.basis == f"cells {MOST.label} and {FEWEST.label}, paired deal by deal"
     assert claim.interval == (low, high) and claim.figure == pytest.approx((a_only - b_only) / n)
+
+
+def test_pick_makes_no_difference_is_not_confirmed_over_some_strategies():
+    # clockwise and random alone: no difference between them is not none between every pick
+    # (most and fewest differ most). A difference between two refutes on its own.
+    none_between = (10_000, 100, 100, 89_800)  # confirmed above, with every strategy
+    figures = FakeFigures(
+        {CLOCKWISE: (100_000, 10_100), RANDOM: (100_000, 10_100)},
+        pairs={(CLOCKWISE, RANDOM): none_between},
+    )
+    claim = claims.pick_makes_no_difference(figures)
+    assert needs_and_inconclusive(claim)
+    assert claim.needs == (
+        "cells watch x {most, fewest}, finale=down: no difference among some strategies is not "
+        "none among all"
+    )
+    apart = (350, 250, 50, 350)  # refuted above
+    figures = FakeFigures(
+        {CLOCKWISE: (1000, 600), RANDOM: (1000, 400)}, pairs={(CLOCKWISE, RANDOM): apart}
+    )
+    assert claims.pick_makes_no_difference(figures).verdict == REFUTED
 
 
 def test_pick_makes_no_difference_compares_the_best_with_the_worst():
@@ -430,7 +483,7 @@ def test_pick_makes_no_difference_compares_the_best_with_the_worst():
 )
 def test_pick_makes_no_difference_interval_at_the_bounds(interval, verdict):
     figures = FakeFigures(
-        {MOST: (1000, 110), FEWEST: (1000, 110)},
+        every_watch_strategy(1000, 110, 110),
         pairs={(MOST, FEWEST): (100, 10, 10, 880)},
         intervals={(MOST, FEWEST): interval},
     )
@@ -461,8 +514,6 @@ def test_pick_makes_no_difference_needs_two_paired_cells():
 
 
 # --- near_misses_come_home ------------------------------------------------------------------
-
-RANDOM = watch("random")
 
 
 @pytest.mark.parametrize(

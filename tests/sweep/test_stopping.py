@@ -422,3 +422,31 @@ def test_a_shard_tally_counts_wins_and_lone_wins_deal_by_deal():
         [int((plain[a] & ~plain[b]).sum()), int((plain[b] & ~plain[a]).sum())] for a, b in pairs
     ]
     assert np.asarray(lone).sum() > 0
+
+
+def test_a_claim_over_some_strategies_is_decided_only_as_they_can_decide_it():
+    """The stop rule's verdicts are the report's: no difference between two Watch picks is not
+    none between every pick, nor one one_swap strategy below 1/3 every one below it."""
+    from pipeline.engine import rules
+    from pipeline.engine.rules import Cell
+    from pipeline.sweep.stopping import claim_checks
+
+    def check_of(cells, claim):
+        (check,) = [check for check in claim_checks(cells) if check.id == claim]
+        return check
+
+    two = check_of(
+        [Cell("watch", "clockwise"), Cell("watch", "random")], "pick_makes_no_difference"
+    )
+    assert two.verdict([], [(-0.001, 0.001)] * len(two.pairs)) == "inconclusive"
+    assert two.verdict([], [(0.01, 0.02)] * len(two.pairs)) == "refuted"
+    every = check_of([Cell("watch", s) for s in rules.COUNT_STRATEGIES], "pick_makes_no_difference")
+    assert every.verdict([], [(-0.001, 0.001)] * len(every.pairs)) == "confirmed"
+
+    one = check_of([Cell("one_swap", "most")], "better_than_one_in_three")
+    assert one.verdict([(0.2, 0.25)], []) == "inconclusive"
+    assert one.verdict([(0.35, 0.4)], []) == "confirmed"
+    every = check_of(
+        [Cell("one_swap", s) for s in rules.COUNT_STRATEGIES], "better_than_one_in_three"
+    )
+    assert every.verdict([(0.2, 0.25)] * 4, []) == "refuted"
