@@ -196,15 +196,22 @@ def deal(
 
 
 def read_text(path: str, name: str) -> str:
-    """A file's text, or standard input's for ``-``; one line if it cannot be read."""
-    if path == "-":
-        return click.get_text_stream("stdin").read()
+    """A file's text, or standard input's for ``-``, as UTF-8 (a byte-order mark dropped);
+    one line if it cannot be read."""
     try:
-        with open(path, encoding="utf-8") as file:
-            return file.read()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise InputError(f"{name}: {path}: {reason}") from None
+        if path == "-":
+            data = click.get_binary_stream("stdin").read()
+        else:
+            with open(path, "rb") as file:
+                data = file.read()
+        return data.decode("utf-8-sig")
+    except OSError as error:
+        raise InputError(f"{name}: {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"{name}: {path}: not UTF-8 text (byte {error.start}: {error.reason}); "
+            "expected a layout as `deal --json` prints it, or 52 cards"
+        ) from None
 
 
 def deal_from_layout(

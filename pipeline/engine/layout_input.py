@@ -187,13 +187,25 @@ def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[
     if stripped[0] not in "{[":
         return [_from_deck(stripped.replace(",", " ").split(), order, reverse)]
     try:
-        value = json.loads(stripped)
+        value = json.loads(text)  # the text itself: an error's line is the file's line
     except json.JSONDecodeError as error:
-        lines = [line for line in stripped.splitlines() if line.strip()]
-        if len(lines) > 1 and stripped[0] == "{":
-            return [_one_line(line, number, reverse) for number, line in _numbered(stripped)]
+        numbered = list(_numbered(text))
+        if len(numbered) > 1 and stripped[0] == "{" and _is_json(numbered[0][1]):
+            return [_one_line(line, number, reverse) for number, line in numbered]
         raise LayoutError(f"layout: not valid JSON: {error}") from None
+    except RecursionError:
+        raise LayoutError("layout: not valid JSON: nested too deeply to be a layout") from None
     return [_from_json(value, order, reverse)]
+
+
+def _is_json(line: str) -> bool:
+    """Whether one line is JSON on its own: the first of layouts one per line, not the opening
+    of one layout printed over many."""
+    try:
+        json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
 
 
 def _numbered(text: str):
@@ -207,6 +219,8 @@ def _one_line(line: str, number: int, reverse: bool) -> Layout:
         value = json.loads(line)
     except json.JSONDecodeError as error:
         raise LayoutError(f"layout line {number}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise LayoutError(f"layout line {number}: not valid JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise LayoutError(f'layout line {number}: not a layout object ({{"piles": ...}})')
     try:

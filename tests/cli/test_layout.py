@@ -213,6 +213,9 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
     record = good_layout()
     deck = deck_of(SEED, 5, "round-robin")
     first_card = record["piles"][0][0]
+    # One layout printed over many lines, its third card's comma dropped: named at its line.
+    pretty, mistake = json.dumps(record, indent=2), record["piles"][0][2]
+    mistake_line = 1 + next(i for i, line in enumerate(pretty.splitlines()) if mistake in line)
     cases = [
         ("empty input", [], "  \n", "layout: empty"),
         ("not JSON", [], '{"piles": [', "not valid JSON"),
@@ -275,6 +278,14 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
             layout_lines(SEED, "0-1") + swapped(good_layout(), 0, 0, "ZZ") + "\n",
             "layout line 3",
         ),
+        ("not UTF-8 (UTF-16)", [], json.dumps(record).encode("utf-16"), "not UTF-8 text"),
+        (
+            "a mistake in one layout over many lines",
+            [],
+            pretty.replace(f'"{mistake}",', f'"{mistake}"', 1),
+            f"Expecting ',' delimiter: line {mistake_line + 1} column",  # where the next card is
+        ),
+        ("nested too deeply", [], "[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ("--reverse on piles", ["--reverse"], json.dumps(record), "--reverse"),
         (
             "random without a deal",
@@ -304,6 +315,16 @@ def test_malformed_layouts_are_refused_in_one_line(case):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr
     assert named in lines[0], lines[0]
+
+
+def test_a_layout_with_a_byte_order_mark_or_over_many_lines_is_read():
+    record = good_layout()
+    plain = run("deal", "--layout", "-", "--json", stdin=json.dumps(record))
+    assert plain.exit_code == 0, plain.output
+    for text in (b"\xef\xbb\xbf" + json.dumps(record).encode(), json.dumps(record, indent=2)):
+        result = run("deal", "--layout", "-", "--json", stdin=text)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == plain.stdout
 
 
 def test_a_layout_file_that_cannot_be_read(tmp_path):
