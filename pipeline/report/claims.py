@@ -879,8 +879,10 @@ def play_out_deaths(figures: ClaimFigures) -> Claim:
         "stray_deaths counts deaths away from where the rules predict (the first at the centre, each "
         "later one at the pile its chain restarted from); the first half holds if no first death is "
         "away from the centre; the second half is refuted if no later death is away from its restart "
-        f"pile among at least {MIN_LATER_DEATHS} later deaths, and the claim with it; confirmed if "
-        "later deaths do land away from their restart piles; otherwise inconclusive.",
+        f"pile among at least {MIN_LATER_DEATHS} later deaths, and the claim with it; otherwise "
+        "inconclusive. A death away from where the rules predict is one the rules rule out, and "
+        "stray_deaths does not tell a first death (against the first half) from a later one (for "
+        "the second): it is named, and decides nothing.",
     )
     cells = [c for c in figures.cells if c.variant == "play_out"]
     if not cells:
@@ -909,8 +911,10 @@ def play_out_deaths(figures: ClaimFigures) -> Claim:
             "a card), so the dial, not chance, fixes where it stops"
         )
     elif stray > 0:
-        claim.verdict = CONFIRMED
-        claim.detail.append("some deaths came away from their predicted pile")
+        claim.detail.append(
+            f"{stray:,} death(s) away from where the rules predict, which the rules rule out "
+            "(docs/rules.md): the records, not the claim, are in question"
+        )
     return claim
 
 

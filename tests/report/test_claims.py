@@ -1086,8 +1086,10 @@ def test_won_deal_52_flips_needs_a_standard_cell():
     [
         (100, 0, REFUTED),  # no stray death among exactly MIN_LATER_DEATHS = 100 later deaths
         (99, 0, INCONCLUSIVE),  # no stray death, but fewer than 100 later deaths
-        (100, 1, CONFIRMED),  # a death away from its predicted pile
-        (0, 1, CONFIRMED),
+        # A death away from its predicted pile, which the rules rule out: a first death there
+        # would refute the claim, a later one confirm it, and stray_deaths counts both.
+        (100, 1, INCONCLUSIVE),
+        (0, 1, INCONCLUSIVE),
     ],
 )
 def test_play_out_deaths_verdicts(later, stray, verdict):
@@ -1099,6 +1101,8 @@ def test_play_out_deaths_verdicts(later, stray, verdict):
     deaths = deals + later
     assert claim.figure == (deaths - stray) / deaths
     assert claim.interval == clopper_pearson(deaths - stray, deaths)
+    named = [line for line in claim.detail if "away from where the rules predict" in line]
+    assert bool(named) == (stray > 0), claim.detail
 
 
 def test_play_out_deaths_no_deals():
