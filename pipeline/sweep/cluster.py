@@ -4,7 +4,9 @@ would not end by themselves."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 import warnings
 from contextlib import contextmanager, nullcontext
 
@@ -17,6 +19,14 @@ from pipeline.sweep.config import ConfigError, SweepConfig
 # for minutes); a healthy one answers in seconds. The environment variable overrides it.
 CONNECT_SECONDS = 60.0
 CONNECT_SECONDS_ENV = "CLOCKSWEEP_CONNECT_SECONDS"
+
+
+class StoppedWhileStarting(KeyboardInterrupt):
+    """SIGTERM while ``ray.init`` ran: Ray's own handler, which it sets as it starts, exits the
+    process with none of the run's cleanup; this is raised in its place, once what Ray had
+    started is ended, so that the run stops as on any signal."""
+
+    signal_number = signal.SIGTERM
 
 
 def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple[bool, dict]:
@@ -62,7 +72,14 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
             # one line says it; on success its warnings are shown as usual.
             with warnings.catch_warnings(record=True) as caught, waiting:
                 warnings.simplefilter("always")
-                ray.init(**options)
+                already = descendants()
+                try:
+                    ray.init(**options)
+                except (SystemExit, KeyboardInterrupt) as stopped:
+                    end_started(already)
+                    if isinstance(stopped, SystemExit):
+                        raise StoppedWhileStarting("SIGTERM") from None
+                    raise
             for warning in caught:
                 warnings.showwarning(
                     warning.message, warning.category, warning.filename, warning.lineno
@@ -114,6 +131,48 @@ def starts_local(config: SweepConfig, address: str | None) -> bool:
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         return False
     return ray_address(config, address)[1] == "local"
+
+
+def descendants() -> set[int]:
+    """The processes this one started, and theirs, still running (Linux's /proc; none known
+    elsewhere)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def end_started(already: set[int], grace: float = 5.0) -> None:
+    """End what a cut-short ``ray.init`` started (Ray's shutdown, then by pid what it did not
+    know of: the processes started since ``already`` was taken), SIGTERM and then SIGKILL."""
+    try:
+        shut_down()
+    except Exception:  # noqa: BLE001 (a node half made: its processes are ended below)
+        pass
+    started = descendants() - already
+    for number in (signal.SIGTERM, signal.SIGKILL):
+        for pid in started:
+            try:
+                os.kill(pid, number)
+            except OSError:
+                pass
+        waited = time.monotonic() + grace
+        while started and time.monotonic() < waited:
+            time.sleep(0.05)
+            started &= descendants()
+        if not started:
+            return
 
 
 def shut_down() -> None:

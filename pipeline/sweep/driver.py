@@ -36,6 +36,7 @@ from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
 from pipeline.store.location import Location, is_disk_full
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
 from pipeline.sweep.cluster import (
+    StoppedWhileStarting,
     connect,
     connect_seconds,
     deadline,
@@ -157,9 +158,9 @@ def stopped_by_signals(seen: SignalsSeen):
     """SIGTERM and SIGINT stop the run: the first raises KeyboardInterrupt in the main thread
     (noting its number in ``seen``: Ray's calls may raise their own KeyboardInterrupt in its
     place), so that every cleanup runs (commits flushed, tasks cancelled, the lock released,
-    Ray stopped); later ones are ignored while it does. Ray's driver turns SIGTERM into an
-    exit with no cleanup of ours, so this is set once Ray is up. Nothing is changed outside
-    the main thread."""
+    Ray stopped); later ones are ignored while it does. Ray's start sets its own SIGTERM
+    handler, an exit with none of ours (`StoppedWhileStarting` stands in for it), so this is
+    set again once Ray is up. Nothing is changed outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -174,6 +175,22 @@ def stopped_by_signals(seen: SignalsSeen):
 
     for number in names:
         signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+@contextmanager
+def ignoring_signals():
+    """SIGTERM and SIGINT ignored within the block (main thread only), as `stopped_by_signals`
+    ignores them once it has raised."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = (signal.SIGTERM, signal.SIGINT)
+    before = {number: signal.signal(number, signal.SIG_IGN) for number in names}
     try:
         yield
     finally:
@@ -266,6 +283,7 @@ def run(
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
     signals, seen = ExitStack(), SignalsSeen()
     try:
+        signals.enter_context(stopped_by_signals(seen))  # again once Ray is up: see below
         state = read_state(location, config, fresh, shards)
         if lock is not None:
             lock.claim()
@@ -333,7 +351,13 @@ def run(
             )
         if todo:
             undo = None if lock is None else (lambda: lock.release(refused=True))
-            started_ray, cluster = connect(config, address, undo)
+            try:
+                started_ray, cluster = connect(config, address, undo)
+            except StoppedWhileStarting:
+                # As once ours has seen a signal: the others ignored while the run stops.
+                signals.enter_context(ignoring_signals())
+                seen.number = StoppedWhileStarting.signal_number
+                raise
             signals.enter_context(stopped_by_signals(seen))
         refused = False
         if early is None:

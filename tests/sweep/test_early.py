@@ -92,10 +92,12 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
     assert len(nodes) == 1 and None not in nodes  # the early shards carry the local node too
 
 
-def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path):
-    """SIGINT while the driver plays and Ray is not up yet: exit 130, no shard file left (the
-    early shards were never committed), the run recorded as interrupted, and a rerun plays
-    every shard."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path, stop):
+    """A signal while the driver plays and Ray is not up yet (SIGTERM then meets the handler
+    Ray sets as it starts): exit 128 + its number, no shard file and no process of Ray's left
+    (the early shards were never committed), the run recorded as interrupted, and a rerun
+    plays every shard."""
     config_file = tmp_path / "early.toml"
     config_file.write_text(CONFIG.replace("deals = 40_000", "deals = 400_000"))
     out, marker = tmp_path / "out", f"/tmp/csearlyint{os.getpid()}"
@@ -108,12 +110,14 @@ def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path):
                 break
             time.sleep(0.02)
         assert proc.poll() is None and last_run(out)["ray"] is None  # Ray is not up yet
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _, stderr = proc.communicate(timeout=120)
+        left = processes_mentioning(marker)
     finally:
         end_processes(marker, remove=True)
-    assert proc.returncode == 130, stderr
-    assert "interrupted by SIGINT" in stderr and "Traceback" not in stderr
+    assert proc.returncode == 128 + stop, stderr
+    assert f"interrupted by {stop.name}" in stderr and "Traceback" not in stderr
+    assert left == [], left
     assert not [p for p in (out / "shards").rglob("*") if p.is_file()]
     assert json.loads((out / "manifest.json").read_text())["shards"] == []
     assert last_run(out)["status"] == "interrupted"
