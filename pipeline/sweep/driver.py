@@ -651,6 +651,10 @@ def play_and_record(
                     progress.say(f"shard {entry.index}: {why}; not committed")
                     outcome.played -= 1
                     outcome.played_deals -= entry.deals
+            if outcome.committed_here:
+                # Removed at the first commit; a report made while the run played since
+                # tells of fewer shards than it leaves.
+                parts[0].location.delete(layout.REPORT_DIR)
             progress.close()
             run_record.stop = stopping.record(manifest.stop_at) if stopping else None
             run_record.runs[-1].update(

@@ -368,6 +368,38 @@ def test_worker_killed_mid_shard(config_file, tmp_path, expected, monkeypatch):
     assert content(out).equals(expected)
 
 
+def test_a_report_made_while_the_run_plays_is_gone_when_it_ends(config_file, tmp_path, expected):
+    """A report of the shards committed so far tells of fewer than the run leaves: the run's
+    end removes it, as its first commit removes one made before it."""
+    out, pids = tmp_path / "res", tmp_path / "pids"
+    pids.mkdir()
+    seen = []
+
+    def report_midway():
+        from pipeline.report import document as report
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                committed = len(manifest(out)["shards"])
+            except (OSError, ValueError, KeyError):  # not written yet, or mid-replace
+                committed = 0
+            if committed:
+                built = report.build(str(out), replay=0, plots_enabled=False)
+                read = len(built.loaded.shards_read)
+                seen.append((read, (out / "report" / "report.json").exists()))
+                return
+            time.sleep(0.05)
+
+    reporter = threading.Thread(target=report_midway)
+    reporter.start()
+    run_ok(config_file, out, task=faults.pausing(1.0, str(pids)))
+    reporter.join()
+    assert seen and seen[0][1] and seen[0][0] < 5, seen  # written, of fewer than all 5 shards
+    assert not (out / "report").exists()
+    assert content(out).equals(expected)
+
+
 # --- Runs in their own driver process -------------------------------------------------------
 
 
