@@ -123,7 +123,8 @@ def encode_deals(seed: int, first: int, results: dict, cells):
 
 
 class ShardFileWriter:
-    """Writes one Parquet file of a shard; `commit` closes it whole, `abort` removes it.
+    """Writes one Parquet file of a shard; `commit` closes it whole, `abort` removes it (on an
+    object store, where closing its stream puts it at its key, by deleting the key).
 
     Its rows come either as Arrow tables (`write`: the summary tables and the deal facts, by
     pyarrow's writer) or as kernel results (`write_deals`: the per-deal rows, by `dealfile`).
@@ -197,6 +198,11 @@ class ShardFileWriter:
             try:
                 os.remove(self.location.full(self.staged))
             except FileNotFoundError:
+                pass
+        else:  # closing an object's stream puts it at its key, whole or not: taken away
+            try:
+                self.location.fs.delete_file(self.location.full(self.relative))
+            except OSError:  # never put there (the store refused the upload)
                 pass
 
 

@@ -25,6 +25,7 @@ import socket
 import time
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
@@ -34,6 +35,7 @@ from rows import kernel_rows, sorted_rows
 
 from pipeline.cli import cli
 from pipeline.store import lease as store_lease
+from pipeline.store.files import ShardFileWriter
 from pipeline.store.layout import ResultsError
 from pipeline.store.location import Location
 from pipeline.store.records import PAGE_ENV
@@ -416,6 +418,17 @@ def test_the_lease_is_taken_refused_taken_over_and_released(s3):
     assert json.loads(s3.read(key))["token"] == second.token
     second.release()
     assert key not in s3.keys("leased/")
+
+
+def test_a_file_given_up_is_not_left_at_its_key(s3):
+    """Closing an object's stream puts it at its key: a writer that aborts (its task failed)
+    takes it away, so no reader of the shard files' keys finds a file of a failed attempt."""
+    location = Location(s3.uri("aborted"))
+    path = "shards/facts/shard-000000_deals-0-9.parquet"
+    writer = ShardFileWriter(location, path, "facts")
+    writer.write(pa.table({"n": pa.array(range(1000), pa.int64())}))
+    writer.abort()
+    assert f"aborted/{path}" not in s3.keys("aborted/")
 
 
 # --- Bad input ----------------------------------------------------------------------------
