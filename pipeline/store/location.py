@@ -88,7 +88,7 @@ class Location:
             if info.base_name != LOCK_FILE
         ]
 
-    def lock(self) -> Lock | None:
+    def lock(self, tries: int = 5) -> Lock | None:
         """Hold this directory for one driver (local paths; the OS releases it if we die).
 
         Taken before anything in the directory is read, so that what is read stays true while
@@ -148,6 +148,11 @@ class Location:
                 f"output: {self.where} is in use by another clocksweep run "
                 f"(pid {holder}); wait for it, or choose another output"
             ) from None
+        if tries > 1 and not _names(path, descriptor):
+            # A run refused there removed the lock file between our open and our lock (and
+            # perhaps another made a new one): what we hold locks no file; take it again.
+            os.close(descriptor)
+            return self.lock(tries - 1)
         return lock
 
     def held_by(self) -> str | None:
@@ -295,6 +300,16 @@ class Lock:
         except OSError:
             pass
         os.close(self.descriptor)
+
+
+def _names(path: str, descriptor: int) -> bool:
+    """Whether ``path`` is still the file open at ``descriptor``."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
 
 
 def kind_of(mode: int) -> str:

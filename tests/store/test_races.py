@@ -237,6 +237,34 @@ def test_second_driver_refused_while_first_runs(tmp_path):
 # --- Layout: readers see only committed files ----------------------------------------------
 
 
+def test_a_lock_file_removed_between_open_and_lock_is_taken_again(tmp_path, monkeypatch):
+    """A run refused in a directory it made removes the lock file it made. Another driver that
+    opened that file just before, and locks it just after, holds a file no path names: it
+    takes the lock again, so that a third is refused rather than holding the directory too."""
+    import fcntl
+
+    from pipeline.store.layout import ResultsError
+    from pipeline.store.location import Location
+
+    where = str(tmp_path / "new")
+    refused = Location(where).lock()
+    real_flock, removed = fcntl.flock, []
+
+    def flock_after_the_refusal(descriptor, operation):
+        if not removed:  # B has opened the lock file; A, refused, removes it first
+            removed.append(True)
+            refused.release(refused=True)
+        return real_flock(descriptor, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_the_refusal)
+    held = Location(where).lock()
+    monkeypatch.setattr(fcntl, "flock", real_flock)
+    assert removed and os.path.exists(os.path.join(where, ".lock"))
+    with pytest.raises(ResultsError, match="in use by another clocksweep run"):
+        Location(where).lock()
+    held.release()
+
+
 def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
     """SIGKILL of the driver while tasks are paused mid-shard, >= 1 shard committed: the
     directory scan and the committed files give exactly the manifest's rows."""
