@@ -399,7 +399,9 @@ def run(config_path, overrides, dry_run, fresh, address):
             err=True,
         )
         sys.exit(1)
-    click.echo(Location(config.output).root)
+    written = Location(config.output)
+    # What `report` and `validate` take: a local directory's absolute path, or the URI.
+    click.echo(written.root if written.is_local else written.where)
 
 
 @cli.command()

@@ -133,6 +133,7 @@ class Outcome:
     cancelled: list[tuple[int, int]] = field(default_factory=list)
     committed: int = 0
     cells: int = 0  # every cell group's
+    groups: int = 1  # cell groups: played and skipped count each group's shards
 
 
 def now() -> str:
@@ -282,9 +283,15 @@ def run(
         lock = location.lock()
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
     signals, seen = ExitStack(), SignalsSeen()
+    # What a run's counts count: shards, or shards x cell groups.
+    units, total = "shards", shards.count
     try:
         signals.enter_context(stopped_by_signals(seen))  # again once Ray is up: see below
         state = read_state(location, config, fresh, shards)
+        if len(state.parts) > 1:
+            outcome.groups = len(state.parts)
+            units = f"shards x {outcome.groups} cell groups"
+            total = shards.count * outcome.groups
         if lock is not None:
             lock.claim()
         parts, stopping = state.parts, state.stopping
@@ -366,10 +373,9 @@ def run(
             run_record.runs[-1]["ray"] = cluster
             location.write_json(RUN_FILE, run_record.to_json())
         if todo:
-            what = "shards" if len(parts) == 1 else f"shards x {len(parts)} cell groups"
             progress.say(
-                f"{'up to ' if config.stop else ''}{todo:,} of {shards.count * len(parts):,} "
-                f"{what} to play ({outcome.skipped} already committed) on "
+                f"{'up to ' if config.stop else ''}{todo:,} of {total:,} {units} to play "
+                f"({outcome.skipped} already committed) on "
                 f"{cluster['cpus']:.0f} CPUs, {len(cluster['nodes'])} node(s)"
             )
             playing = True
@@ -393,8 +399,8 @@ def run(
         number = seen.number or signal.SIGINT
         committed = outcome.skipped + outcome.played
         interrupted = Interrupted(
-            f"interrupted by {signal.Signals(number).name}: {committed:,} of {shards.count:,} "
-            "shards committed, and kept; rerun the same command to resume",
+            f"interrupted by {signal.Signals(number).name}: {committed:,} of {total:,} "
+            f"{units} committed, and kept; rerun the same command to resume",
             number,
         )
     else:
@@ -1245,6 +1251,8 @@ def summary_line(config: SweepConfig, outcome: Outcome) -> str:
         f"{outcome.committed}/{outcome.shards} shards "
         f"({outcome.played} played, {outcome.skipped} already committed"
     )
+    if outcome.groups > 1:
+        head += f" of {outcome.shards * outcome.groups} shards x {outcome.groups} cell groups"
     if outcome.redone:
         head += f", {len(outcome.redone)} redone after failing verification"
     head += f"), {outcome.bytes:,} bytes{bytes_per_row}, {format_seconds(outcome.seconds)}{rate}"

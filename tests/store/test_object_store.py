@@ -203,6 +203,7 @@ def test_sweep_validate_and_report_from_the_uri(s3, config_file, expected, tmp_p
     result = sweep(config_file, uri)
     assert result.exit_code == 0, result.output
     assert "6/6 shards" in result.stderr
+    assert result.stdout.strip() == uri  # what validate and report take, as given
     keys = s3.keys("plain/")
     assert "plain/run.json" in keys and "plain/manifest.json" in keys
     assert "plain/.lock" not in keys  # the lease is gone with the run
