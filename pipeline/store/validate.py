@@ -381,6 +381,10 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
     """Check every shard against the manifest: (problems found, figures of what is there)."""
     results = open_results(where)
     location, run, plan = results.location, results.run, results.plan
+    # A run writing there now: what it has not committed yet is its work in flight, not a
+    # problem of the directory.
+    writer = location.held_by()
+    in_flight: list[str] = []
     problems = [results.unusable] if results.unusable else []
     problems += [problem for _, problem in results.problems]
     if results.manifest_missing:
@@ -419,7 +423,9 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             size += record.bytes
             files += 1
     missing, shown = plan.missing(listed)
-    if missing:
+    if missing and writer is not None:
+        in_flight.append(f"{missing} of {plan.count} shards not committed yet")
+    elif missing:
         more = f" and {missing - len(shown)} more" if missing > len(shown) else ""
         problems.append(
             f"shards missing: {missing} of {plan.count}: "
@@ -427,14 +433,24 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             + more
         )
     found = survey_groups(results)
-    for path in found.uncommitted:
-        problems.append(
-            f"{path}: not committed in the manifest (readers of the directory "
-            "would see it; rerun to clean up)"
-        )
-    for path in found.partial + found.stale:
-        problems.append(f"{path}: left by an interrupted run (rerun to clean up)")
+    if writer is not None:
+        uncommitted = len(found.uncommitted) + len(found.partial) + len(found.stale)
+        if uncommitted:
+            in_flight.append(f"{uncommitted} file(s) it has not committed")
+    else:
+        for path in found.uncommitted:
+            problems.append(
+                f"{path}: not committed in the manifest (readers of the directory "
+                "would see it; rerun to clean up)"
+            )
+        for path in found.partial + found.stale:
+            problems.append(f"{path}: left by an interrupted run (rerun to clean up)")
     notes = []
+    if writer is not None:
+        notes.append(
+            f"a clocksweep run (pid {writer}) is writing here; what is verified is what it "
+            "has committed so far" + (f" ({'; '.join(in_flight)})" if in_flight else "")
+        )
     for path, what in found.foreign + found.blocking:
         line = f"{path}: {what}, not written by clocksweep (runs leave it alone)"
         # Under shards/ a reader of a table's directory may meet it; at the top, no reader does.

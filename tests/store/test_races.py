@@ -196,6 +196,12 @@ def test_second_driver_refused_while_first_runs(tmp_path):
             ]
             if lost:
                 problems.append(f"B mid-sweep removed or changed A's files: {lost}")
+            # validate mid-sweep: A's files in flight are A's work, not problems of R.
+            checked = validate_cli(out)
+            if checked.exit_code != 0 or f"run (pid {proc.pid}) is writing here" not in (
+                checked.output
+            ):
+                problems.append(f"validate mid-sweep: {checked.output.strip()[-300:]!r}")
         _, a_stderr = proc.communicate(timeout=150)
     finally:
         stop(proc)
