@@ -333,6 +333,7 @@ def run(
             location.write_json(RUN_FILE, record.to_json())
             if stopping is not None:
                 progress.target = stopping.status
+                progress.still_needed = stopping.deals_still_needed
             if manifest.stop_at is not None:  # a run stopped before, or killed after its stop
                 drop_beyond_stop(shards, parts, progress, outcome)
                 record.runs[-1]["shards_already_committed"] = outcome.skipped
@@ -637,6 +638,8 @@ def play_and_record(
     status = "interrupted"
     playing = time.monotonic()
     manifest = parts[-1].manifest
+    # Deals per second from the first shard started (Ray's start is not play), here or on Ray.
+    progress.started = early.began if early is not None and early.started else playing
 
     def node_lost(node: dict) -> None:  # recorded as it happens, not only at the end
         run_record.runs[-1].setdefault("nodes_lost", []).append(node)

@@ -23,6 +23,7 @@ class Progress:
         self.start_deals = done_deals
         self.failures = 0
         self.target = None  # a stop rule's status (a callable), shown after the rest
+        self.still_needed = None  # ... and the deals it still needs (a callable; None: unknown)
         self.started = time.monotonic()
         self.last_shown = self.started
         self.line_open = False
@@ -34,6 +35,9 @@ class Progress:
     def status(self) -> str:
         rate = self.rate()
         left = self.total_deals - self.done_deals
+        needed = self.still_needed() if self.still_needed is not None else None
+        if needed is not None:  # a stop rule that holds sooner ends the run sooner
+            left = min(left, needed)
         eta = format_seconds(left / rate) if rate > 0 else "?"
         line = (
             f"shards {self.done_shards}/{self.total_shards}, "

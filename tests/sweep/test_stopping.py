@@ -450,3 +450,21 @@ def test_a_claim_over_some_strategies_is_decided_only_as_they_can_decide_it():
         [Cell("one_swap", s) for s in rules.COUNT_STRATEGIES], "better_than_one_in_three"
     )
     assert every.verdict([(0.2, 0.25)] * 4, []) == "refuted"
+
+
+def test_the_time_left_is_that_of_the_deals_the_rule_still_needs():
+    """Under a stop rule the run ends when it holds: the progress line's time left is for the
+    deals it still needs, when fewer than the config's, at the rate since play began."""
+    import io
+    import time
+
+    from pipeline.sweep.progress import Progress
+
+    progress = Progress(io.StringIO(), 100, 1_000_000, 0, 0)
+    progress.started = time.monotonic() - 10.0
+    progress.done_deals = 100_000  # 10,000 deals/s: 90 s for the 900,000 left
+    assert "ETA 0:01:30" in progress.status()
+    progress.still_needed = lambda: 50_000
+    assert "ETA 0:00:05" in progress.status()
+    progress.still_needed = lambda: None  # not known yet: the config's deals
+    assert "ETA 0:01:30" in progress.status()
