@@ -315,13 +315,15 @@ def piece_worker(marker: str) -> int | None:
 
 
 def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
-    """A sweep of three large shards: the first ones begun by the driver while Ray started (a
+    """A sweep of four large shards: the first ones begun by the driver while Ray started (a
     thread for each CPU) and finished on Ray, the others, the sweep's end, played in pieces across the workers (both
     said in its progress); a piece's worker killed by pid fails its shard, which is played
     again; the files byte for byte those of a run playing every shard whole on Ray."""
-    text = CONFIG.replace("deals = 40_000", "deals = 9_000_000").replace(
-        "shard_size = 1000", "shard_size = 3_000_000"
-    )  # 2 cells x 3,000,000 deals: twelve batches a shard, seconds of play each
+    # 2 cells x 10,000,000 deals a shard: forty batches, seconds of play each, so that the
+    # driver's threads, which play while Ray starts, cannot play every shard before it is up.
+    text = CONFIG.replace("deals = 40_000", "deals = 40_000_000").replace(
+        "shard_size = 1000", "shard_size = 10_000_000"
+    )
     config_file = tmp_path / "pieces.toml"
     config_file.write_text(text)
     marker = f"/tmp/cspieces{os.getpid()}"
@@ -338,7 +340,7 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
         end_processes(marker, remove=True)
     assert proc.returncode == 0, split
     assert re.search(
-        r", \d more begun\n.*shard \d+: (batch 1|batches 1-\d+) of 12 played here, the rest on Ray",
+        r", \d more begun\n.*shard \d+: (batch 1|batches 1-\d+) of 40 played here, the rest on Ray",
         split,
         re.S,
     ), split
@@ -353,4 +355,4 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
     assert "pieces" not in whole and "played here" not in whole, whole
     assert sha256s(tmp_path / "split") == sha256s(tmp_path / "whole")
     manifest = json.loads((tmp_path / "split" / "manifest.json").read_text())
-    assert sum(entry["rows"] for entry in manifest["shards"]) == 2 * 9_000_000
+    assert sum(entry["rows"] for entry in manifest["shards"]) == 2 * 40_000_000
