@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from contextlib import contextmanager, nullcontext
@@ -76,7 +77,8 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
                 try:
                     ray.init(**options)
                 except (SystemExit, KeyboardInterrupt) as stopped:
-                    end_started(already)
+                    with ignoring_signals():  # a second signal cuts no cleanup short
+                        end_started(already)
                     if isinstance(stopped, SystemExit):
                         raise StoppedWhileStarting("SIGTERM") from None
                     raise
@@ -133,6 +135,22 @@ def starts_local(config: SweepConfig, address: str | None) -> bool:
     return ray_address(config, address)[1] == "local"
 
 
+@contextmanager
+def ignoring_signals():
+    """SIGTERM and SIGINT ignored within the block (main thread only), as a run ignores them
+    once one has stopped it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = (signal.SIGTERM, signal.SIGINT)
+    before = {number: signal.signal(number, signal.SIG_IGN) for number in names}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
 def descendants() -> set[int]:
     """The processes this one started, and theirs, still running (Linux's /proc; none known
     elsewhere)."""
@@ -140,11 +158,11 @@ def descendants() -> set[int]:
     for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
         if entry.name.isdigit():
             try:
-                with open(f"/proc/{entry.name}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:  # a name is any bytes
+                    fields = stat.read().rsplit(b")", 1)[1].split()
             except OSError:
                 continue
-            if fields[0] != "Z":
+            if fields[0] != b"Z":
                 parents[int(entry.name)] = int(fields[1])
     found, frontier = set(), {os.getpid()}
     while frontier:
@@ -156,11 +174,11 @@ def descendants() -> set[int]:
 def end_started(already: set[int], grace: float = 5.0) -> None:
     """End what a cut-short ``ray.init`` started (Ray's shutdown, then by pid what it did not
     know of: the processes started since ``already`` was taken), SIGTERM and then SIGKILL."""
+    started = descendants() - already  # before Ray's stop, while its agents have parents
     try:
         shut_down()
     except Exception:  # noqa: BLE001 (a node half made: its processes are ended below)
         pass
-    started = descendants() - already
     for number in (signal.SIGTERM, signal.SIGKILL):
         for pid in started:
             try:

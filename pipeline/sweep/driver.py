@@ -41,6 +41,7 @@ from pipeline.sweep.cluster import (
     connect_seconds,
     deadline,
     error_line,
+    ignoring_signals,
     shut_down,
     starts_local,
 )
@@ -176,22 +177,6 @@ def stopped_by_signals(seen: SignalsSeen):
 
     for number in names:
         signal.signal(number, stop)
-    try:
-        yield
-    finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
-
-
-@contextmanager
-def ignoring_signals():
-    """SIGTERM and SIGINT ignored within the block (main thread only), as `stopped_by_signals`
-    ignores them once it has raised."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = (signal.SIGTERM, signal.SIGINT)
-    before = {number: signal.signal(number, signal.SIG_IGN) for number in names}
     try:
         yield
     finally:
