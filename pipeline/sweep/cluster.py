@@ -151,24 +151,34 @@ def ignoring_signals():
             signal.signal(number, handler)
 
 
+def _stat(pid: str | int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the name (read as bytes: a name is any bytes), or
+    None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def descendants() -> set[int]:
     """The processes this one started, and theirs, still running (Linux's /proc; none known
     elsewhere)."""
     parents: dict[int, int] = {}
     for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as stat:  # a name is any bytes
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != b"Z":
-                parents[int(entry.name)] = int(fields[1])
+        if entry.name.isdigit() and (fields := _stat(entry.name)) and fields[0] != b"Z":
+            parents[int(entry.name)] = int(fields[1])
     found, frontier = set(), {os.getpid()}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` is running (not ended, nor ended and unreaped)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != b"Z"
 
 
 def end_started(already: set[int], grace: float = 5.0) -> None:
@@ -188,7 +198,7 @@ def end_started(already: set[int], grace: float = 5.0) -> None:
         waited = time.monotonic() + grace
         while started and time.monotonic() < waited:
             time.sleep(0.05)
-            started &= descendants()
+            started = {pid for pid in started if running(pid)}  # orphaned ones too
         if not started:
             return
 
