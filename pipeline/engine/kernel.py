@@ -26,6 +26,7 @@ Arrays, described once:
 from __future__ import annotations
 
 import sys
+import threading
 
 import numba as nb
 import numpy as np
@@ -638,6 +639,35 @@ def play_out(stacks, scratch, down_at_stop):
     return restarts, stray, turned_after
 
 
+# numba's first compile or cache load in a process imports every registry it has, and with
+# them scipy.linalg, only to learn whether BLAS is there for np.linalg and np.dot
+# (numba.np.arraymath). The kernel uses neither, and that import was a third of each worker's
+# first call: the registries are loaded once, before the first call, with it refused.
+_BLAS_MODULE = "scipy.linalg.cython_blas"
+_registries_lock = threading.Lock()
+_registries_loaded = False
+
+
+def load_registries() -> None:
+    """Load numba's registries as its first compile would, without scipy.linalg (unless it is
+    imported already, when numba finds BLAS as usual)."""
+    global _registries_loaded
+    with _registries_lock:
+        if _registries_loaded:
+            return
+        from numba.core.registry import cpu_target
+
+        refused = _BLAS_MODULE not in sys.modules
+        if refused:
+            sys.modules[_BLAS_MODULE] = None  # an import of it raises ImportError
+        try:
+            cpu_target.target_context.refresh()
+        finally:
+            if refused and sys.modules.get(_BLAS_MODULE, 0) is None:
+                del sys.modules[_BLAS_MODULE]
+        _registries_loaded = True
+
+
 def play(
     seed: int, first: int, count: int, cells: list[Cell], into: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
@@ -665,6 +695,8 @@ def play(
     # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
     out[ROW_RESTARTS] = NO_COUNT
     out[ROW_STRAY_DEATHS] = NO_COUNT
+    if not _registries_loaded:
+        load_registries()
     play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
     return dict(zip(RESULT_ROWS, out))
 
@@ -682,4 +714,6 @@ def _deck_ranks(seed, first, count, tables, decks):
 def deck_ranks(seed: int, first: int, count: int) -> np.ndarray:
     """The shuffled decks of deals first.. as ranks, uint8 (count, 52): for tests and tools."""
     decks = np.empty((count, N_CARDS), dtype=np.uint8)
+    if not _registries_loaded:
+        load_registries()
     return _deck_ranks(np.uint64(seed), np.uint64(first), count, TABLES, decks)
