@@ -41,6 +41,10 @@ from pipeline.store.location import Location
 from pipeline.store.records import PAGE_ENV
 
 LEASE_SECONDS = 3.0
+# A driver process's lease, where it runs beside the other test module: renewed every 3 s,
+# counted lost after 6 s unrenewed. With 3 s, one renewal that waited a second for the store
+# (served by this process, on a loaded machine) stopped the run before the test's fault.
+DRIVER_LEASE = {store_lease.LEASE_ENV: "9"}
 BUCKET = "sweeps"
 SEED = 7171
 N_DEALS = 12_000
@@ -324,13 +328,16 @@ def test_second_driver_refused_then_sigkill_and_rerun(
         uri,
         "ray.num_cpus=1",
         fault=f"pause=0.8:{pids}",
-        env={"RAY_TMPDIR": ray_tmp, **paged},
+        env={"RAY_TMPDIR": ray_tmp, **paged, **DRIVER_LEASE},
     )
     try:
         committed_while_running(first, lambda: s3.committed(prefix), 3)
         assert first.poll() is None, first.communicate()[1]
 
+        # Read with the first driver's lease: renewed within it, so held.
+        monkeypatch.setenv(store_lease.LEASE_ENV, DRIVER_LEASE[store_lease.LEASE_ENV])
         line = one_error_line(sweep(config_file, uri))
+        monkeypatch.setenv(store_lease.LEASE_ENV, str(LEASE_SECONDS))
         assert (
             f"in use by another clocksweep run (pid {first.pid} on {socket.gethostname()}" in line
         )
@@ -365,8 +372,13 @@ def test_a_driver_whose_lease_is_taken_over_stops_before_committing_more(
     pids.mkdir()
     uri = s3.uri(prefix)
     ray_tmp = f"/tmp/cs3take{os.getpid()}"
+    # A shard takes longer than a renewal, so the one after the takeover finds it lost.
     first = driver(
-        config_file, uri, "ray.num_cpus=1", fault=f"pause=1.5:{pids}", env={"RAY_TMPDIR": ray_tmp}
+        config_file,
+        uri,
+        "ray.num_cpus=1",
+        fault=f"pause=5:{pids}",
+        env={"RAY_TMPDIR": ray_tmp, **DRIVER_LEASE},
     )
     try:
         committed_while_running(first, lambda: len(s3.manifest(prefix)["shards"]), 1)
