@@ -640,31 +640,41 @@ def play_out(stacks, scratch, down_at_stop):
 
 
 # numba's first compile or cache load in a process imports every registry it has, and with
-# them scipy.linalg, only to learn whether BLAS is there for np.linalg and np.dot
-# (numba.np.arraymath). The kernel uses neither, and that import was a third of each worker's
-# first call: the registries are loaded once, before the first call, with it refused.
-_BLAS_MODULE = "scipy.linalg.cython_blas"
+# them scipy.linalg, only to learn whether BLAS is there (numba.np.arraymath asks once, as it
+# is imported, for np.correlate and np.convolve). The kernel uses neither, and that import was
+# a third of each worker's first call: the registries are loaded once, before the first call,
+# with numba told there is no BLAS. Nothing outside numba sees it (scipy imports as usual),
+# and numba's compile lock keeps any other compile out meanwhile; np.dot and np.linalg look
+# for BLAS themselves when compiled.
 _registries_lock = threading.Lock()
 _registries_loaded = False
 
 
+def _no_blas() -> None:
+    raise ImportError("not looked for: the kernel uses no BLAS")
+
+
 def load_registries() -> None:
-    """Load numba's registries as its first compile would, without scipy.linalg (unless it is
-    imported already, when numba finds BLAS as usual)."""
+    """Load numba's registries as its first compile would, without importing scipy.linalg."""
     global _registries_loaded
     with _registries_lock:
         if _registries_loaded:
             return
+        from numba.core.compiler_lock import global_compiler_lock
         from numba.core.registry import cpu_target
+        from numba.np import linalg
 
-        refused = _BLAS_MODULE not in sys.modules
-        if refused:
-            sys.modules[_BLAS_MODULE] = None  # an import of it raises ImportError
-        try:
-            cpu_target.target_context.refresh()
-        finally:
-            if refused and sys.modules.get(_BLAS_MODULE, 0) is None:
-                del sys.modules[_BLAS_MODULE]
+        with global_compiler_lock:
+            looks_for_blas = linalg.ensure_blas
+            if "scipy.linalg.cython_blas" not in sys.modules:  # else finding it costs nothing
+                linalg.ensure_blas = _no_blas  # as numba.np.arraymath imports it
+            try:
+                cpu_target.target_context.refresh()
+            finally:
+                linalg.ensure_blas = looks_for_blas
+                arraymath = sys.modules.get("numba.np.arraymath")
+                if getattr(arraymath, "ensure_blas", None) is _no_blas:
+                    arraymath.ensure_blas = looks_for_blas
         _registries_loaded = True
 
 
