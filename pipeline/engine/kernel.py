@@ -641,8 +641,8 @@ def play_out(stacks, scratch, down_at_stop):
 
 # numba's first compile or cache load in a process imports every registry it has, and with
 # them scipy.linalg, only to learn whether BLAS is there (numba.np.arraymath asks once, as it
-# is imported, for np.correlate and np.convolve). The kernel uses neither, and that import was
-# a third of each worker's first call: the registries are loaded once, before the first call,
+# is imported, for np.correlate and np.convolve). The kernel uses neither, and that import is
+# much of every process's first call: the registries are loaded once, before the first call,
 # with numba told there is no BLAS. Nothing outside numba sees it (scipy imports as usual),
 # and numba's compile lock keeps any other compile out meanwhile; np.dot and np.linalg look
 # for BLAS themselves when compiled.
