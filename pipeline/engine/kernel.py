@@ -657,6 +657,8 @@ def _no_blas() -> None:
 def load_registries() -> None:
     """Load numba's registries as its first compile would, without importing scipy.linalg."""
     global _registries_loaded
+    if _registries_loaded:  # every call after a process's first: no lock taken
+        return
     with _registries_lock:
         if _registries_loaded:
             return
@@ -705,8 +707,7 @@ def play(
     # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
     out[ROW_RESTARTS] = NO_COUNT
     out[ROW_STRAY_DEATHS] = NO_COUNT
-    if not _registries_loaded:
-        load_registries()
+    load_registries()
     play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
     return dict(zip(RESULT_ROWS, out))
 
@@ -724,6 +725,5 @@ def _deck_ranks(seed, first, count, tables, decks):
 def deck_ranks(seed: int, first: int, count: int) -> np.ndarray:
     """The shuffled decks of deals first.. as ranks, uint8 (count, 52): for tests and tools."""
     decks = np.empty((count, N_CARDS), dtype=np.uint8)
-    if not _registries_loaded:
-        load_registries()
+    load_registries()
     return _deck_ranks(np.uint64(seed), np.uint64(first), count, TABLES, decks)
