@@ -11,9 +11,8 @@ drifts from minute to minute):
   machine's cores is what the driver's threads that play meanwhile (`pipeline.sweep.early`)
   can take; the start's own CPU seconds are what no overlap wins back.
 - **A process's first kernel call** (the driver's early threads, every Ray worker): importing
-  the kernel, then its first call, which loads numba's registries and the compiled kernel
-  from numba's cache; as the package does it (`kernel.load_registries`, scipy.linalg
-  refused) and as numba alone would (which imports scipy.linalg to look for BLAS).
+  the kernel, then its first call, which loads numba's registries (scipy.linalg among them,
+  which numba imports to look for BLAS) and the compiled kernel from numba's cache.
 """
 
 from __future__ import annotations
@@ -33,11 +32,11 @@ started = time.monotonic()
 import ray
 ray.init(address="local", include_dashboard=False, logging_level="warning")
 up = time.monotonic() - started
-from pipeline.sweep.cluster import _stat, descendants
+from pipeline.sweep.processes import descendants, stat_fields
 ticks = os.sysconf("SC_CLK_TCK")
 by_name = {}
 for pid in descendants():
-    fields = _stat(pid)  # after the name: utime and stime are the 12th and 13th
+    fields = stat_fields(pid)  # after the name: utime and stime are the 12th and 13th
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             words = cmdline.read().split(b"\\0")
@@ -54,16 +53,13 @@ print(json.dumps({"up": up, "driver": driver, "started": by_name}))
 """
 
 FIRST_CALL = """
-import json, sys, time
+import json, time
 began = time.monotonic()
 from pipeline.engine import kernel, rules
 imported = time.monotonic()
-if sys.argv[1] == "numba-alone":
-    kernel._registries_loaded = True  # numba loads its registries itself, scipy.linalg too
 kernel.play(1, 0, 1000, [rules.Cell("standard")])
 called = time.monotonic()
-print(json.dumps({"import": imported - began, "first_call": called - imported,
-                  "scipy_linalg": "scipy.linalg" in sys.modules}))
+print(json.dumps({"import": imported - began, "first_call": called - imported}))
 """
 
 
@@ -85,12 +81,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
-    child(FIRST_CALL, "package")  # numba's cache made, if this checkout has none yet
-    starts, calls = [], {"package": [], "numba-alone": []}
+    child(FIRST_CALL)  # numba's cache made, if this checkout has none yet
+    starts, calls = [], []
     for _ in range(args.runs):
         starts.append(child(RAY_START))
-        for way in calls:
-            calls[way].append(child(FIRST_CALL, way))
+        calls.append(child(FIRST_CALL))
 
     up = [s["up"] for s in starts]
     driver = [s["driver"] for s in starts]
@@ -102,12 +97,10 @@ def main() -> None:
     names = sorted({name for s in starts for name in s["started"]})
     for name in names:
         print(f"    {name}: {span([s['started'].get(name, 0.0) for s in starts])} CPU s")
-    for way, runs in calls.items():
-        print(
-            f"first kernel call, {way}: import {span([r['import'] for r in runs])} s, "
-            f"first call {span([r['first_call'] for r in runs])} s, "
-            f"scipy.linalg imported: {sorted({r['scipy_linalg'] for r in runs})}"
-        )
+    print(
+        f"first kernel call: import {span([r['import'] for r in calls])} s, "
+        f"first call {span([r['first_call'] for r in calls])} s"
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import atexit
 import gc
 import json
 import os
+import signal
 import sys
 
 import click
@@ -34,9 +35,14 @@ class CleanGroup(click.Group):
             return super().main(*args, **kwargs)
         except click.exceptions.Exit as done:
             sys.exit(done.exit_code)
-        except click.exceptions.Abort:
-            click.echo("clocksweep: aborted", err=True)
-            sys.exit(1)
+        except click.exceptions.Abort as abort:
+            if not isinstance(abort.__cause__, KeyboardInterrupt):  # end of input at a prompt
+                click.echo("clocksweep: aborted", err=True)
+                sys.exit(1)
+            from pipeline.sweep.signals import HANDLER
+
+            number = HANDLER.seen.number or signal.SIGINT  # else Python's own, for Ctrl-C
+            exit_interrupted(f"clocksweep: interrupted by {signal.Signals(number).name}", number)
         except click.exceptions.NoArgsIsHelpError as error:
             click.echo(error.ctx.get_help())  # `clocksweep` alone: the help, as --help gives it
             sys.exit(0)
@@ -44,6 +50,20 @@ class CleanGroup(click.Group):
             message = error.format_message().replace("\n", " ")
             click.echo(f"{ERROR_PREFIX}{message}", err=True)
             sys.exit(2 if isinstance(error, click.UsageError) else error.exit_code)
+
+
+def exit_interrupted(message: str, number: int) -> None:
+    """Say ``message`` and exit with status 128 + ``number``, as a shell reports a process a
+    signal ended. Everything is closed by then (files, Ray); the interpreter's own end is
+    skipped, since threads of numba's or Ray's that a signal cut short can crash it."""
+    from pipeline.sweep.signals import HANDLER
+
+    click.echo(message, err=True)
+    if not HANDLER.deadline:  # not the command's own process (`main`): a caller's, going on
+        sys.exit(128 + number)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + number)
 
 
 def parse_u64(name: str, text: str) -> int:
@@ -105,13 +125,16 @@ def cli():
     """clocksweep: sweeps of Clock Patience deals, its rescue rules and their odds."""
 
 
-def main() -> None:
-    """The `clocksweep` command, as installed."""
+def main(argv: list[str] | None = None, **options) -> None:
+    """The `clocksweep` command, as installed (``options`` as click's ``main`` takes them)."""
+    from pipeline.sweep.signals import end_by_deadline
+
     # A process's exit collects the garbage of every module it imported (Ray's, numba's,
     # pyarrow's) before it frees them, and the user waits for it. Nothing left by then
     # needs a finalizer run (files are closed, Ray stopped), so all is frozen out of it.
     atexit.register(gc.freeze)
-    cli()
+    end_by_deadline()  # a signal stops what the command does, and ends it within seconds
+    cli.main(argv, prog_name="clocksweep", **options)
 
 
 @cli.command()
@@ -388,8 +411,7 @@ def run(config_path, overrides, dry_run, fresh, address):
     except (sweep_config.ConfigError, layout.ResultsError) as error:
         raise InputError(str(error)) from None
     except sweep.Interrupted as stop:
-        click.echo(f"clocksweep: {stop}", err=True)
-        sys.exit(128 + stop.signal_number)  # as a shell reports a process a signal ended
+        exit_interrupted(f"clocksweep: {stop}", stop.signal_number)
     click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
     if outcome.failed:
         shown = ", ".join(str(index) for index in outcome.failed[:10])

@@ -67,9 +67,9 @@ def task_of(fault: str):
 
 def drive(argv: list[str]) -> None:
     """The CLI with the task of ``argv[0]`` (see `task_of`), given the rest of ``argv``."""
-    from pipeline.cli import cli
+    from pipeline.cli import main
 
-    cli.main(argv[1:], obj={"task": task_of(argv[0])}, prog_name="clocksweep")
+    main(argv[1:], obj={"task": task_of(argv[0])})
 
 
 def driver_command(fault: str, *args: str) -> list[str]:

@@ -26,7 +26,6 @@ Arrays, described once:
 from __future__ import annotations
 
 import sys
-import threading
 
 import numba as nb
 import numpy as np
@@ -639,47 +638,6 @@ def play_out(stacks, scratch, down_at_stop):
     return restarts, stray, turned_after
 
 
-# numba's first compile or cache load in a process imports every registry it has, and with
-# them scipy.linalg, only to learn whether BLAS is there (numba.np.arraymath asks once, as it
-# is imported, for np.correlate and np.convolve). The kernel uses neither, and that import is
-# much of every process's first call: the registries are loaded once, before the first call,
-# with numba told there is no BLAS. Nothing outside numba sees it (scipy imports as usual),
-# and numba's compile lock keeps any other compile out meanwhile; np.dot and np.linalg look
-# for BLAS themselves when compiled.
-_registries_lock = threading.Lock()
-_registries_loaded = False
-
-
-def _no_blas() -> None:
-    raise ImportError("not looked for: the kernel uses no BLAS")
-
-
-def load_registries() -> None:
-    """Load numba's registries as its first compile would, without importing scipy.linalg."""
-    global _registries_loaded
-    if _registries_loaded:  # every call after a process's first: no lock taken
-        return
-    with _registries_lock:
-        if _registries_loaded:
-            return
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.registry import cpu_target
-        from numba.np import linalg
-
-        with global_compiler_lock:
-            looks_for_blas = linalg.ensure_blas
-            if "scipy.linalg.cython_blas" not in sys.modules:  # else finding it costs nothing
-                linalg.ensure_blas = _no_blas  # as numba.np.arraymath imports it
-            try:
-                cpu_target.target_context.refresh()
-            finally:
-                linalg.ensure_blas = looks_for_blas
-                arraymath = sys.modules.get("numba.np.arraymath")
-                if getattr(arraymath, "ensure_blas", None) is _no_blas:
-                    arraymath.ensure_blas = looks_for_blas
-        _registries_loaded = True
-
-
 def play(
     seed: int, first: int, count: int, cells: list[Cell], into: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
@@ -707,7 +665,6 @@ def play(
     # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
     out[ROW_RESTARTS] = NO_COUNT
     out[ROW_STRAY_DEATHS] = NO_COUNT
-    load_registries()
     play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
     return dict(zip(RESULT_ROWS, out))
 
@@ -725,5 +682,4 @@ def _deck_ranks(seed, first, count, tables, decks):
 def deck_ranks(seed: int, first: int, count: int) -> np.ndarray:
     """The shuffled decks of deals first.. as ranks, uint8 (count, 52): for tests and tools."""
     decks = np.empty((count, N_CARDS), dtype=np.uint8)
-    load_registries()
     return _deck_ranks(np.uint64(seed), np.uint64(first), count, TABLES, decks)

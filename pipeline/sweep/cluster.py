@@ -13,6 +13,8 @@ from contextlib import contextmanager, nullcontext
 
 from pipeline import ERROR_PREFIX
 from pipeline.sweep.config import ConfigError, SweepConfig
+from pipeline.sweep.processes import descendants, running
+from pipeline.sweep.signals import HANDLER as SIGNALS
 
 # How long a cluster address that accepts connections may take to answer as Ray, and an
 # object store to answer the first look at the output, before the run gives up (Ray retries
@@ -77,8 +79,9 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
                 try:
                     ray.init(**options)
                 except (SystemExit, KeyboardInterrupt) as stopped:
-                    with ignoring_signals():  # a second signal cuts no cleanup short
-                        end_started(already)
+                    if isinstance(stopped, SystemExit):  # Ray's SIGTERM handler: ours again,
+                        SIGNALS.note(StoppedWhileStarting.signal_number)  # as if it saw it
+                    end_started(already)  # a second signal is ignored: it cuts nothing short
                     if isinstance(stopped, SystemExit):
                         raise StoppedWhileStarting("SIGTERM") from None
                     raise
@@ -135,52 +138,6 @@ def starts_local(config: SweepConfig, address: str | None) -> bool:
     return ray_address(config, address)[1] == "local"
 
 
-@contextmanager
-def ignoring_signals():
-    """SIGTERM and SIGINT ignored within the block (main thread only), as a run ignores them
-    once one has stopped it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = (signal.SIGTERM, signal.SIGINT)
-    before = {number: signal.signal(number, signal.SIG_IGN) for number in names}
-    try:
-        yield
-    finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
-
-
-def _stat(pid: str | int) -> list[bytes] | None:
-    """The fields of /proc/PID/stat after the name (read as bytes: a name is any bytes), or
-    None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def descendants() -> set[int]:
-    """The processes this one started, and theirs, still running (Linux's /proc; none known
-    elsewhere)."""
-    parents: dict[int, int] = {}
-    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if entry.name.isdigit() and (fields := _stat(entry.name)) and fields[0] != b"Z":
-            parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {os.getpid()}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def running(pid: int) -> bool:
-    """Whether process ``pid`` is running (not ended, nor ended and unreaped)."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] != b"Z"
-
-
 def end_started(already: set[int], grace: float = 5.0) -> None:
     """End what a cut-short ``ray.init`` started (Ray's shutdown, then by pid what it did not
     know of: the processes started since ``already`` was taken), SIGTERM and then SIGKILL."""
@@ -204,21 +161,9 @@ def end_started(already: set[int], grace: float = 5.0) -> None:
 
 
 def shut_down() -> None:
-    """`ray.shutdown()`, which also ends a local instance this process started; that
-    instance's autoscaler monitor (idle on one machine) is ended first, by pid. Ray asks it
-    to end after the control store it then reports to, and waits a second for it to give up."""
+    """`ray.shutdown()`, which also ends a local instance this process started."""
     import ray
 
-    worker = getattr(getattr(ray, "_private", None), "worker", None)
-    node = getattr(worker, "_global_node", None)
-    for info in getattr(node, "all_processes", {}).get("monitor", []):
-        process = getattr(info, "process", None)
-        try:
-            if process is not None and process.poll() is None:
-                process.kill()
-                process.wait(timeout=5)
-        except Exception:  # noqa: BLE001 (then Ray's own shutdown ends it, as it would)
-            pass
     ray.shutdown()
 
 
@@ -229,7 +174,6 @@ def deadline(message: str, before_exit=None):
     and exit status 2: for a wait inside Ray or an object store's client that cannot be
     interrupted otherwise. Only used before anything is written; ``before_exit`` undoes
     what was made to get there (the lock file)."""
-    import threading
 
     seconds = connect_seconds()
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 from collections import deque
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -36,12 +35,10 @@ from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
 from pipeline.store.location import Location, is_disk_full
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
 from pipeline.sweep.cluster import (
-    StoppedWhileStarting,
     connect,
     connect_seconds,
     deadline,
     error_line,
-    ignoring_signals,
     shut_down,
     starts_local,
 )
@@ -50,6 +47,8 @@ from pipeline.sweep.early import EarlyPlayer, Partial, Stopped
 from pipeline.sweep.early import enabled as early_enabled
 from pipeline.sweep.early import threads_for as early_threads
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
+from pipeline.sweep.signals import HANDLER as SIGNALS
+from pipeline.sweep.signals import raise_if_stopped, stopped_by_signals
 from pipeline.sweep.stopping import Stopping, tally_pairs
 from pipeline.sweep.task import (
     SPLIT_BYTES_MAX,
@@ -62,6 +61,7 @@ from pipeline.sweep.task import (
     play_piece,
     play_shard,
 )
+from pipeline.sweep.watchdog import Watchdog
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
 EARLY_POLL = 0.05  # seconds between looks at the early player's last unit
@@ -151,40 +151,6 @@ class Interrupted(KeyboardInterrupt):
 
 
 @dataclass
-class SignalsSeen:
-    number: int | None = None  # the first SIGTERM or SIGINT received, if any
-
-
-@contextmanager
-def stopped_by_signals(seen: SignalsSeen):
-    """SIGTERM and SIGINT stop the run: the first raises KeyboardInterrupt in the main thread
-    (noting its number in ``seen``: Ray's calls may raise their own KeyboardInterrupt in its
-    place), so that every cleanup runs (commits flushed, tasks cancelled, the lock released,
-    Ray stopped); later ones are ignored while it does. Ray's start sets its own SIGTERM
-    handler, an exit with none of ours (`StoppedWhileStarting` stands in for it), so this is
-    set again once Ray is up. Nothing is changed outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = (signal.SIGTERM, signal.SIGINT)
-    before = {number: signal.getsignal(number) for number in names}
-
-    def stop(number, _frame):
-        for each in names:
-            signal.signal(each, signal.SIG_IGN)
-        seen.number = number
-        raise KeyboardInterrupt(signal.Signals(number).name)
-
-    for number in names:
-        signal.signal(number, stop)
-    try:
-        yield
-    finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
-
-
-@dataclass
 class Part:
     """A cell group of the sweep as a run plays it: its directory and committed shards."""
 
@@ -267,11 +233,11 @@ def run(
     ):
         lock = location.lock()
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
-    signals, seen = ExitStack(), SignalsSeen()
+    signals, watchdog = ExitStack(), None
     # What a run's counts count: shards, or shards x cell groups.
     units, total = "shards", shards.count
     try:
-        signals.enter_context(stopped_by_signals(seen))  # again once Ray is up: see below
+        signals.enter_context(stopped_by_signals())  # again once Ray is up: see below
         state = read_state(location, config, fresh, shards)
         if len(state.parts) > 1:
             outcome.groups = len(state.parts)
@@ -339,19 +305,18 @@ def run(
             and starts_local(config, address)
         ):
             run_record = prepare(None)
-            early = EarlyPlayer(
-                early_units(config, shards, parts), early_threads(config.ray.get("num_cpus"))
-            )
+            threads = early_threads(config.ray.get("num_cpus"))
+            early = EarlyPlayer(early_units(config, shards, parts, threads), threads)
         if todo:
             undo = None if lock is None else (lambda: lock.release(refused=True))
-            try:
-                started_ray, cluster = connect(config, address, undo)
-            except StoppedWhileStarting:
-                # As once ours has seen a signal: the others ignored while the run stops.
-                signals.enter_context(ignoring_signals())
-                seen.number = StoppedWhileStarting.signal_number
-                raise
-            signals.enter_context(stopped_by_signals(seen))
+            if starts_local(config, address):
+                watchdog = Watchdog.start()
+            started_ray, cluster = connect(config, address, undo)  # StoppedWhileStarting:
+            # a KeyboardInterrupt, the signal noted
+            signals.enter_context(stopped_by_signals())
+            raise_if_stopped()
+            if watchdog is not None:
+                watchdog.up()
         refused = False
         if early is None:
             run_record = prepare(cluster)
@@ -382,7 +347,7 @@ def run(
             run_record.runs[-1].update(finished=now(), status="complete")
             location.write_json(RUN_FILE, run_record.to_json())
     except KeyboardInterrupt:  # ours, or Ctrl-C before Ray was up (Python's own)
-        number = seen.number or signal.SIGINT
+        number = SIGNALS.seen.number or signal.SIGINT
         committed = outcome.skipped + outcome.played
         interrupted = Interrupted(
             f"interrupted by {signal.Signals(number).name}: {committed:,} of {total:,} "
@@ -407,6 +372,8 @@ def run(
             if started_ray:
                 shut_down()
         finally:
+            if watchdog is not None:
+                watchdog.release(ended=True)
             signals.close()
     if interrupted is not None:
         raise interrupted
@@ -875,11 +842,22 @@ def units_left(shards: ShardPlan, parts: list[Part], taken=()):
                 yield shard, number
 
 
-def early_units(config: SweepConfig, shards: ShardPlan, parts: list[Part]):
+def in_flight_for(cpus: int) -> int:
+    """Tasks kept in flight on ``cpus`` CPUs: two each, so that none waits on the driver."""
+    return max(2, 2 * cpus)
+
+
+def early_units(config: SweepConfig, shards: ShardPlan, parts: list[Part], threads: int):
     """The units the early player may play, in the order the driver would start them: those
-    left whose earlier groups have the shard, with their jobs."""
+    left whose earlier groups have the shard, with their jobs. Under a stop rule, none
+    past the bound the driver keeps to (`play_all`'s ``ahead``): the rule reads nothing
+    until Ray is up, so the prefix it has read is the one committed before."""
     common, wins_table = group_jobs(config, parts), wins_table_of(config)
+    ahead = STOP_AHEAD * in_flight_for(threads)  # the threads standing for Ray's CPUs
+    bound = parts[-1].manifest.prefix + ahead if config.stop else None
     for shard, number in units_left(shards, parts):
+        if bound is not None and shard.index >= bound:
+            return
         reads = played_before(parts, shard.index, number, wins_table)
         if reads is not None:
             job = ShardJob(shard=shard, attempt=1, earlier=reads, **common[number])
@@ -907,7 +885,7 @@ def play_all(
 
     remote = ray.remote(num_cpus=1, max_retries=0)(task)
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    in_flight = max(2, 2 * cpus)
+    in_flight = in_flight_for(cpus)
     # A test's own task plays every unit whole, through that task.
     split_tail = task is play_shard and os.environ.get(SPLIT_TAIL_ENV, "1") != "0"
     piece_remote = ray.remote(num_cpus=1, max_retries=0)(play_piece)
@@ -1176,6 +1154,7 @@ def play_all(
                 if node_lost is not None:
                     node_lost(node)
             progress.tick()
+            raise_if_stopped()
         progress.tick(force=True)
     finally:
         for ref in pending:  # interrupted, or stopped: stop what is still running

@@ -42,6 +42,7 @@ Unit = tuple[object, int]  # (Shard, group number), as the driver schedules them
 
 
 NICE_WHILE_RAY_STARTS = 19
+STOP_WAIT = 10.0  # seconds `stop` waits for the threads: a batch takes well under one
 
 
 def _set_nice(tid: int, value: int) -> int | None:
@@ -169,10 +170,12 @@ class EarlyPlayer:
         for thread in self._threads:
             thread.join(max(0.0, until - time.monotonic()))
 
-    def stop(self) -> None:
+    def stop(self, seconds: float = STOP_WAIT) -> bool:
         """End the units being played at their next batch (their files are removed), and
-        wait."""
+        wait for the threads, at most ``seconds``: whether they ended. (A thread can
+        wait on a lock for ever: an import cut short in the main thread by a signal may
+        leave its module's lock held; its unit is then left, as one of a run killed.)"""
         self.close()
         self._stop.set()
-        for thread in self._threads:
-            thread.join()
+        self.wait(seconds)
+        return not any(thread.is_alive() for thread in self._threads)

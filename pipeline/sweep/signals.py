@@ -1,0 +1,168 @@
+"""How a run stops on SIGTERM and SIGINT (a scheduler, a user's Ctrl-C).
+
+The first raises KeyboardInterrupt in the main thread, so that every cleanup runs (commits
+flushed, tasks cancelled, the lock released, Ray stopped); later ones are ignored while it
+does, so that a second Ctrl-C cuts no cleanup short. A process that must end whatever its
+threads are doing (the `clocksweep` command) also sets a deadline on the first signal
+(`end_by_deadline`): a cleanup stuck on a lock it can never have (a thread caught in an
+import the signal cut short) ends the process anyway, within seconds.
+Nothing is changed outside the main thread.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pipeline import ERROR_PREFIX
+
+NAMES = (signal.SIGTERM, signal.SIGINT)
+
+# How long a process stopped by a signal may take to end on its own before it is ended: a
+# run's cleanup (cancelling tasks, the last commits, Ray's stop) takes a few seconds.
+STOP_SECONDS = 20.0
+STOP_SECONDS_ENV = "CLOCKSWEEP_STOP_SECONDS"
+
+
+@dataclass
+class SignalsSeen:
+    number: int | None = None  # the first SIGTERM or SIGINT received, if any
+
+
+# Code a KeyboardInterrupt must not be raised in: it would leave a lock of the process held,
+# and every thread that later imports or logs waits on it for ever (importlib's module locks,
+# logging's lock, as at a fork). A signal that finds the main thread there is delivered to
+# it again a moment later.
+IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # and _bootstrap_external
+LOGGING_MODULE = f"logging{os.sep}__init__.py"
+REDELIVER_SECONDS = 0.05
+
+
+def in_unsafe_code(frame) -> bool:
+    """Whether ``frame``, or a frame it was called from, runs importlib's or logging's code."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(IMPORT_MACHINERY) or name.endswith(LOGGING_MODULE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _Handler:
+    """The handler `stopped_by_signals` sets, shared by every nesting of it in a process:
+    ``seen`` is the first signal of the outermost run; with ``deadline`` set
+    (`end_by_deadline`), that signal also sets the process's deadline."""
+
+    def __init__(self):
+        self.deadline = False
+        self.depth = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.seen = SignalsSeen()
+        self.raised = False  # its KeyboardInterrupt
+        self.redelivering = False
+
+    def __call__(self, number: int, frame) -> None:
+        if self.raised:
+            return  # the run is stopping already
+        self.note(number)
+        if in_unsafe_code(frame):
+            self.redeliver()
+            return
+        self.raised = True
+        raise KeyboardInterrupt(signal.Signals(self.seen.number).name)
+
+    def redeliver(self) -> None:
+        """The first signal, to the main thread again in a moment."""
+        if self.redelivering:
+            return
+        self.redelivering = True
+
+        def again(number: int) -> None:
+            self.redelivering = False
+            signal.pthread_kill(threading.main_thread().ident, number)
+
+        timer = threading.Timer(REDELIVER_SECONDS, again, (self.seen.number,))
+        timer.daemon = True
+        timer.start()
+
+    def note(self, number: int) -> None:
+        """A signal that stops the run, received here or by a handler set in our place."""
+        if self.seen.number is None:
+            self.seen.number = number
+            if self.deadline:
+                timer = threading.Timer(stop_seconds(), self.give_up, (number,))
+                timer.daemon = True
+                timer.start()
+        if threading.current_thread() is threading.main_thread():
+            for name in NAMES:  # ours again, where another's was set in its place
+                signal.signal(name, self)
+
+    @staticmethod
+    def give_up(number: int) -> None:
+        """The deadline: the process ends, in one line."""
+        sys.stderr.write(
+            f"{ERROR_PREFIX}interrupted by {signal.Signals(number).name}, and ended: its "
+            f"cleanup did not finish within {stop_seconds():g} s; the committed shards are "
+            "kept: rerun the same command to resume\n"
+        )
+        sys.stderr.flush()
+        os._exit(128 + number)
+
+
+HANDLER = _Handler()
+
+
+@contextmanager
+def stopped_by_signals():
+    """Within the block, SIGTERM and SIGINT stop the run: gives the `SignalsSeen` that
+    records the first. May be entered again within itself (Ray's start sets its own
+    SIGTERM handler, so a run sets ours again once Ray is up); the outermost entry starts
+    with no signal seen, and each exit sets back the handlers it found."""
+    if threading.current_thread() is not threading.main_thread():
+        yield HANDLER.seen
+        return
+    if HANDLER.depth == 0 and (HANDLER.raised or HANDLER.seen.number is None):
+        HANDLER.reset()  # a new run in this process (not one whose signal is on its way)
+    before = {number: signal.signal(number, HANDLER) for number in NAMES}
+    HANDLER.depth += 1
+    try:
+        yield HANDLER.seen
+    finally:
+        HANDLER.depth -= 1
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+def raise_if_stopped() -> None:
+    """Raise the KeyboardInterrupt of a signal already seen, where a run goes on: the
+    handler's own can be lost, raised where Python reports an exception and goes on (a
+    callback at a fork, a finalizer)."""
+    if HANDLER.seen.number is not None:
+        raise KeyboardInterrupt(signal.Signals(HANDLER.seen.number).name)
+
+
+def stop_seconds() -> float:
+    """STOP_SECONDS, or CLOCKSWEEP_STOP_SECONDS where it is a positive number."""
+    try:
+        seconds = float(os.environ.get(STOP_SECONDS_ENV, STOP_SECONDS))
+    except ValueError:
+        return STOP_SECONDS
+    return seconds if 0 < seconds < float("inf") else STOP_SECONDS
+
+
+def end_by_deadline() -> None:
+    """For the rest of this process (the `clocksweep` command's), its first SIGTERM or
+    SIGINT is handled as `stopped_by_signals` handles it, and sets a deadline: unless the
+    process has ended `stop_seconds()` later, it exits with status 128 + the signal's
+    number, in one line (a local Ray instance it started is ended by its watchdog, which
+    sees it go)."""
+    HANDLER.deadline = True
+    if threading.current_thread() is threading.main_thread():
+        for number in NAMES:
+            signal.signal(number, HANDLER)
