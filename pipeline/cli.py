@@ -219,24 +219,13 @@ def deal_from_layout(
 ):
     """`deal --layout`: check the layouts a user brings, then draw each and replay it under a
     cell. Every layout is checked before anything is printed."""
-    from pipeline.engine import deals, display, layout_input, reference
+    from pipeline.engine import display, layout_input, reference
 
     try:
         layouts = layout_input.parse(read_text(path, "--layout"), order, reverse)
     except layout_input.LayoutError as error:
         raise InputError(str(error)) from None
-    seed = number = None
-    if seed_text is not None:
-        seed = parse_u64("--seed", seed_text)
-    if deal_range is not None:
-        numbers = parse_range(deal_range)
-        if len(numbers) != 1:
-            raise InputError(f"RANGE: {deal_range!r}; a layout is one deal, so one deal number")
-        number = numbers[0]
-    if (seed is not None or number is not None) and len(layouts) > 1:
-        raise InputError(
-            f"--seed, RANGE: name one deal, and the input holds {len(layouts)} layouts"
-        )
+    seed, number = deal_named_beside_layouts(seed_text, deal_range, len(layouts))
     plays = []
     for at, given in enumerate(layouts, 1):
         where = f"layout {at}: " if len(layouts) > 1 else ""
@@ -254,17 +243,7 @@ def deal_from_layout(
             depth=depth,
         )
         if cell.strategy == "random":
-            if deal_seed is None or deal_number is None:
-                raise InputError(
-                    f"{where}--strategy random: its pick is drawn from the deal's seed and "
-                    "number; give --seed S and the deal number, or a layout from `deal --json`, "
-                    "which names them"
-                )
-            if given.scheme not in (None, deals.SCHEME_VERSION):
-                raise InputError(
-                    f"{where}--strategy random: the layout names deal scheme {given.scheme}, "
-                    f"and this version draws from scheme {deals.SCHEME_VERSION}"
-                )
+            check_random_draw(where, given, deal_seed, deal_number)
         plays.append((given, cell, deal_seed, deal_number))
     for given, cell, deal_seed, deal_number in plays:
         table = reference.Table(down=[list(pile) for pile in given.piles])
@@ -282,6 +261,40 @@ def deal_from_layout(
         piles = [list(pile) for pile in given.piles]
         click.echo(display.clock_face(piles, finale_up=finale == "up"))
         click.echo(display.replay_text(cell, table, result))
+
+
+def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | None, int | None]:
+    """The seed and deal number given beside `--layout` (None where not given), refused unless
+    they name one deal of an input of one layout."""
+    seed = number = None
+    if seed_text is not None:
+        seed = parse_u64("--seed", seed_text)
+    if deal_range is not None:
+        numbers = parse_range(deal_range)
+        if len(numbers) != 1:
+            raise InputError(f"RANGE: {deal_range!r}; a layout is one deal, so one deal number")
+        number = numbers[0]
+    if (seed is not None or number is not None) and count > 1:
+        raise InputError(f"--seed, RANGE: name one deal, and the input holds {count} layouts")
+    return seed, number
+
+
+def check_random_draw(where: str, given, deal_seed, deal_number) -> None:
+    """Refuse `--strategy random` on a layout whose draw cannot be made as a sweep makes it:
+    without the deal's seed and number, or from another deal scheme."""
+    from pipeline.engine import deals
+
+    if deal_seed is None or deal_number is None:
+        raise InputError(
+            f"{where}--strategy random: its pick is drawn from the deal's seed and "
+            "number; give --seed S and the deal number, or a layout from `deal --json`, "
+            "which names them"
+        )
+    if given.scheme not in (None, deals.SCHEME_VERSION):
+        raise InputError(
+            f"{where}--strategy random: the layout names deal scheme {given.scheme}, "
+            f"and this version draws from scheme {deals.SCHEME_VERSION}"
+        )
 
 
 @cli.command()
