@@ -198,20 +198,34 @@ def deal(
 def read_text(path: str, name: str) -> str:
     """A file's text, or standard input's for ``-``, as UTF-8 (a byte-order mark dropped);
     one line if it cannot be read."""
+    source = source_named(path)
     try:
         if path == "-":
-            data = click.get_binary_stream("stdin").read()
+            data = standard_input(name).read()
         else:
             with open(path, "rb") as file:
                 data = file.read()
         return data.decode("utf-8-sig")
     except OSError as error:
-        raise InputError(f"{name}: {path}: {error.strerror or error}") from None
+        raise InputError(f"{name}: {source}: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         raise InputError(
-            f"{name}: {path}: not UTF-8 text (byte {error.start}: {error.reason}); "
+            f"{name}: {source}: not UTF-8 text (byte {error.start}: {error.reason}); "
             "expected a layout as `deal --json` prints it, or 52 cards"
         ) from None
+
+
+def source_named(path: str) -> str:
+    return "standard input" if path == "-" else path
+
+
+def standard_input(name: str):
+    """Standard input's bytes; one line if the process has none (started with it closed,
+    Python's sys.stdin is None)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(f"{name}: standard input: closed; pipe the input in, or give a FILE")
+    return stream
 
 
 def deal_from_layout(
@@ -256,8 +270,7 @@ def deal_from_layout(
             if deal_seed is not None and deal_number is not None
             else "a deal"
         )
-        source = "standard input" if path == "-" else path
-        click.echo(f"{named} from {source}, order {cell.order}")
+        click.echo(f"{named} from {source_named(path)}, order {cell.order}")
         piles = [list(pile) for pile in given.piles]
         click.echo(display.clock_face(piles, finale_up=finale == "up"))
         click.echo(display.replay_text(cell, table, result))

@@ -5,19 +5,23 @@
   recorded for those deals, for every cell of the grid.
 - Decks: 52 card texts laid out by each deal order, and `--reverse`.
 - Every malformed input is refused with one line naming the problem, exit 2, nothing on
-  standard output.
+  standard output; so is standard input closed.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
 from pipeline.engine import reference, rules
 from pipeline.records import schema
@@ -333,6 +337,37 @@ def test_a_layout_file_that_cannot_be_read(tmp_path):
     assert "--layout" in result.stderr and "No such file" in result.stderr
     folder = run("deal", "--layout", str(tmp_path))
     assert folder.exit_code == 2 and "Is a directory" in folder.stderr
+
+
+# --- Input that is closed, endless or too large ----------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+# The command as a process of its own, started from the source tree these tests import.
+COMMAND = [sys.executable, "-c", "from pipeline.cli import main; main()"]
+
+
+def refused_in_one_line(returncode: int, stdout: str, stderr: str) -> str:
+    """The one error line of a refused command."""
+    assert returncode == 2 and stdout == "", (returncode, stderr[-2000:])
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(ERROR_PREFIX), stderr[-2000:]
+    return lines[0]
+
+
+def test_standard_input_closed_is_refused_in_one_line():
+    # Started with standard input closed, Python's sys.stdin is None.
+    shell = 'exec "$@" <&-'
+    done = subprocess.run(
+        ["sh", "-c", shell, "sh", *COMMAND, "deal", "--layout", "-"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    line = refused_in_one_line(done.returncode, done.stdout, done.stderr)
+    assert (
+        line == f"{ERROR_PREFIX}--layout: standard input: closed; pipe the input in, or give a FILE"
+    )
 
 
 def test_deal_without_a_layout_still_needs_seed_and_range():
