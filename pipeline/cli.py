@@ -16,7 +16,7 @@ import sys
 import click
 
 from pipeline import ERROR_PREFIX
-from pipeline.engine import rules
+from pipeline.engine import layout_input, rules
 
 
 class InputError(click.ClickException):
@@ -121,7 +121,10 @@ def main() -> None:
     "--layout",
     "layout_path",
     metavar="FILE",
-    help="Play a layout you hold instead: a `deal --json` line or 52 cards (- for stdin).",
+    help=(
+        "Play a layout you hold instead: a `deal --json` line or 52 cards (- for stdin); "
+        f"at most {layout_input.MAX_INPUT_TEXT}."
+    ),
 )
 @choice_option("order", rules.ORDERS, "round-robin", "How the deck is dealt")
 @click.option("--reverse", is_flag=True, help="--layout deck: its last card is dealt first.")
@@ -197,17 +200,24 @@ def deal(
 
 def read_text(path: str, name: str) -> str:
     """A file's text, or standard input's for ``-``, as UTF-8 (a byte-order mark dropped);
-    one line if it cannot be read."""
+    one line if it cannot be read or holds more than layout_input.MAX_INPUT_BYTES."""
     source = source_named(path)
+    limit = layout_input.MAX_INPUT_BYTES
     try:
+        # One byte past the limit tells a larger input, however long, from one at the limit.
         if path == "-":
-            data = standard_input(name).read()
+            data = standard_input(name).read(limit + 1)
         else:
             with open(path, "rb") as file:
-                data = file.read()
-        return data.decode("utf-8-sig")
+                data = file.read(limit + 1)
     except OSError as error:
         raise InputError(f"{name}: {source}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise InputError(
+            f"{name}: {source}: too large; {name} reads at most {layout_input.MAX_INPUT_TEXT}"
+        )
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise InputError(
             f"{name}: {source}: not UTF-8 text (byte {error.start}: {error.reason}); "
@@ -233,7 +243,7 @@ def deal_from_layout(
 ):
     """`deal --layout`: check the layouts a user brings, then draw each and replay it under a
     cell. Every layout is checked before anything is printed."""
-    from pipeline.engine import display, layout_input, reference
+    from pipeline.engine import display, reference
 
     try:
         layouts = layout_input.parse(read_text(path, "--layout"), order, reverse)

@@ -12,7 +12,8 @@ Two forms are read:
 
 Anything else is refused with one line that names what is wrong: a text that is not a card, a
 card missing or repeated, a pile of the wrong size, a key that is not the layout's. Nothing
-is ever repaired or guessed.
+is ever repaired or guessed. The command reads at most `MAX_INPUT_BYTES` of input, and refuses
+more.
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ from pipeline.engine import rules
 from pipeline.engine.rules import N_CARDS, N_PILES, PILE_SIZE, RANKS, SUITS
 
 LAYOUT_KEYS = ("seed", "deal", "scheme", "order", "piles")
+
+# The most input `deal --layout` reads, so that an endless or huge input (a device, a pipe that
+# never ends) is refused, not read whole into memory; generous, since layouts one per line
+# (`deal --json` of a range) are played one after the other.
+MAX_INPUT_MIB = 4
+MAX_INPUT_BYTES = MAX_INPUT_MIB * 1024 * 1024
+# The longest line `deal --json` prints (seed and deal of 20 digits, order round-robin): the
+# limit holds at least this many layouts one per line.
+DEAL_JSON_LINE_BYTES = 491
+MAX_INPUT_TEXT = (
+    f"{MAX_INPUT_MIB} MiB ({MAX_INPUT_BYTES:,} bytes, at least "
+    f"{MAX_INPUT_BYTES // DEAL_JSON_LINE_BYTES:,} layouts one per line)"
+)
 
 
 class LayoutError(ValueError):

@@ -5,7 +5,8 @@
   recorded for those deals, for every cell of the grid.
 - Decks: 52 card texts laid out by each deal order, and `--reverse`.
 - Every malformed input is refused with one line naming the problem, exit 2, nothing on
-  standard output; so is standard input closed.
+  standard output; so is standard input closed, and an input over the size limit, endless
+  ones included, which is never read whole.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from click.testing import CliRunner
 
 from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
-from pipeline.engine import reference, rules
+from pipeline.engine import layout_input, reference, rules
 from pipeline.records import schema
 
 SEED = 515151
@@ -341,6 +342,7 @@ def test_a_layout_file_that_cannot_be_read(tmp_path):
 
 # --- Input that is closed, endless or too large ----------------------------------------------
 
+LIMIT = layout_input.MAX_INPUT_BYTES
 REPO = Path(__file__).resolve().parents[2]
 # The command as a process of its own, started from the source tree these tests import.
 COMMAND = [sys.executable, "-c", "from pipeline.cli import main; main()"]
@@ -368,6 +370,66 @@ def test_standard_input_closed_is_refused_in_one_line():
     assert (
         line == f"{ERROR_PREFIX}--layout: standard input: closed; pipe the input in, or give a FILE"
     )
+
+
+@pytest.mark.parametrize("source", ["file", "standard input"])
+def test_an_input_over_the_size_limit_is_refused_in_one_line(source, tmp_path):
+    # Blanks: read whole, this would be an empty layout; it is refused for its size instead.
+    text = b" " * (LIMIT + 1)
+    path = tmp_path / "large.txt"
+    path.write_bytes(text)
+    if source == "file":
+        result = run("deal", "--layout", str(path))
+        named = str(path)
+    else:
+        result = run("deal", "--layout", "-", stdin=text)
+        named = "standard input"
+    line = refused_in_one_line(result.exit_code, result.stdout, result.stderr)
+    assert line == (
+        f"{ERROR_PREFIX}--layout: {named}: too large; --layout reads at most "
+        f"{layout_input.MAX_INPUT_TEXT}"
+    )
+
+
+def test_an_input_at_the_size_limit_is_read():
+    text = json.dumps(good_layout())
+    padded = text + " " * (LIMIT - len(text))
+    result = run("deal", "--layout", "-", "--json", stdin=padded)
+    assert result.exit_code == 0, result.output[:500]
+
+
+def test_the_size_limit_holds_the_layouts_it_promises():
+    # The help promises MAX_INPUT_BYTES // DEAL_JSON_LINE_BYTES layouts: no `deal --json` line
+    # is longer than DEAL_JSON_LINE_BYTES (the largest seed and deal, the longer order's name).
+    last = str(2**64 - 1)
+    for order in rules.ORDERS:
+        line = layout_lines(int(last), last, order)
+        assert len(line.encode()) <= layout_input.DEAL_JSON_LINE_BYTES, (order, line)
+    helped = " ".join(run("deal", "--help").stdout.split())
+    assert f"at most {layout_input.MAX_INPUT_TEXT}" in helped
+    for doc in ("docs/deals.md", "README.md"):  # the limit as the docs state it
+        assert layout_input.MAX_INPUT_TEXT in " ".join((REPO / doc).read_text().split()), doc
+
+
+@pytest.mark.parametrize(
+    "endless",
+    ['"$@" --layout /dev/zero', "yes 'AH ' | \"$@\" --layout -"],
+    ids=["a device", "a pipe"],
+)
+def test_an_endless_input_is_refused_without_being_read_whole(endless):
+    # Under a memory limit the command's own needs fit in (it peaks near 150 MB of address
+    # space) and an input read whole does not: it would end in a MemoryError. "$@" is the
+    # command, `clocksweep deal`.
+    shell = f"ulimit -v 600000; {endless}"
+    done = subprocess.run(
+        ["bash", "-c", shell, "bash", *COMMAND, "deal"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    line = refused_in_one_line(done.returncode, done.stdout, done.stderr)
+    assert "too large; --layout reads at most" in line, line
 
 
 def test_deal_without_a_layout_still_needs_seed_and_range():
