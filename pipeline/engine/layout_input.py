@@ -18,7 +18,10 @@ more.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.engine import rules
@@ -58,6 +61,10 @@ class Layout:
 
 _CARD_OF_TEXT = {rules.card_text(card): card for card in range(N_CARDS)}
 
+# A deck's card text: anything between spaces, commas and new lines (re's \s is the
+# whitespace str.split splits at). Found one at a time, never all at once.
+_DECK_TEXT = re.compile(r"[^\s,]+")
+
 
 def card_of(text: object, where: str) -> int:
     """A card from its text (``7H``, ``TD``, ``KS``; ``10`` for the ten, either case)."""
@@ -87,13 +94,14 @@ def _missing(cards: list[tuple[int, str]]) -> str:
     return ", ".join(rules.card_text(c) for c in range(N_CARDS) if c not in present)
 
 
-def _refuse_repeats(cards: list[tuple[int, str]], what: str) -> None:
+def _refuse_repeats(cards: list[tuple[int, str]], what: str, all_read: bool = True) -> None:
     """Refuse (card, where) pairs in which a card appears twice, naming both places and
-    what is missing."""
+    what is missing (not if ``cards`` are only the first of the input's: the rest may hold
+    it)."""
     seen: dict[int, str] = {}
     for card, where in cards:
         if card in seen:
-            missing = _missing(cards)
+            missing = _missing(cards) if all_read else ""
             gap = f"; missing: {missing}" if missing else ""
             raise LayoutError(
                 f"{what}: {rules.card_text(card)} appears twice ({seen[card]} and {where}){gap}"
@@ -165,13 +173,17 @@ def _from_object(record: dict, reverse: bool) -> Layout:
     return Layout(piles_of, order, seed, deal, scheme)
 
 
-def _from_deck(texts: list, order: str, reverse: bool) -> Layout:
+def _from_deck(texts: Iterable[object], order: str, reverse: bool) -> Layout:
+    # There are 52 cards, so the first 53 texts of a longer deck already hold a text that is
+    # no card or a card twice: no more are read, and a huge input costs no more than a deck.
+    first = list(itertools.islice(texts, N_CARDS + 2))
+    all_read = len(first) <= N_CARDS + 1
     cards = [
         (card_of(text, f"deck: card {position + 1}"), f"card {position + 1}")
-        for position, text in enumerate(texts)
+        for position, text in enumerate(first[: N_CARDS + 1])
     ]
     if len(cards) != N_CARDS:
-        _refuse_repeats(cards, "deck")
+        _refuse_repeats(cards, "deck", all_read)
         missing = _missing(cards)
         gap = f" (missing: {missing})" if missing else ""
         raise LayoutError(f"deck: {len(cards)} cards; a deck is {N_CARDS}{gap}")
@@ -199,7 +211,8 @@ def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[
             "layout: empty; expected a layout as `deal --json` prints it, or 52 cards"
         )
     if stripped[0] not in "{[":
-        return [_from_deck(stripped.replace(",", " ").split(), order, reverse)]
+        texts = (match.group() for match in _DECK_TEXT.finditer(stripped))
+        return [_from_deck(texts, order, reverse)]
     try:
         value = json.loads(text)  # the text itself: an error's line is the file's line
     except json.JSONDecodeError as error:

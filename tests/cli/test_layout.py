@@ -15,6 +15,7 @@ import json
 import random
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -430,6 +431,22 @@ def test_an_endless_input_is_refused_without_being_read_whole(endless):
     )
     line = refused_in_one_line(done.returncode, done.stdout, done.stderr)
     assert "too large; --layout reads at most" in line, line
+
+
+def test_a_huge_deck_is_refused_from_its_first_cards():
+    # More than 52 texts hold a repeat or a non-card among the first 53: no list of every
+    # text is made (it would cost some 65 times the input), and no card is called missing
+    # that a later text may hold.
+    text = ("AH " * (LIMIT // 3)).encode()
+    tracemalloc.start()
+    try:
+        result = run("deal", "--layout", "-", stdin=text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    line = refused_in_one_line(result.exit_code, result.stdout, result.stderr)
+    assert line == f"{ERROR_PREFIX}deck: AH appears twice (card 1 and card 2)"
+    assert peak < 8 * LIMIT, f"{peak / 1e6:.0f} MB"
 
 
 def test_deal_without_a_layout_still_needs_seed_and_range():
