@@ -315,7 +315,8 @@ def check_random_draw(where: str, given, deal_seed, deal_number) -> None:
         )
     if given.scheme not in (None, deals.SCHEME_VERSION):
         raise InputError(
-            f"{where}--strategy random: the layout names deal scheme {given.scheme}, "
+            f"{where}--strategy random: the layout names deal scheme "
+            f"{layout_input.shortened(given.scheme)}, "
             f"and this version draws from scheme {deals.SCHEME_VERSION}"
         )
 

@@ -42,6 +42,9 @@ MAX_INPUT_TEXT = (
     f"{MAX_INPUT_BYTES // DEAL_JSON_LINE_BYTES:,} layouts one per line)"
 )
 
+# How much of a bad token an error line quotes: a token may be megabytes long.
+EXCERPT_CHARS = 40
+
 
 class LayoutError(ValueError):
     """Input that is not a layout; the message is one line naming the problem."""
@@ -66,13 +69,24 @@ _CARD_OF_TEXT = {rules.card_text(card): card for card in range(N_CARDS)}
 _DECK_TEXT = re.compile(r"[^\s,]+")
 
 
+def shortened(text: str) -> str:
+    """``text`` cut to EXCERPT_CHARS, an ellipsis marking the cut."""
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+
+
+def excerpt(value: object) -> str:
+    """A value from the input as an error line quotes it: a text's repr, anything else as
+    JSON, shortened."""
+    return shortened(repr(value) if isinstance(value, str) else json.dumps(value))
+
+
 def card_of(text: object, where: str) -> int:
     """A card from its text (``7H``, ``TD``, ``KS``; ``10`` for the ten, either case)."""
     card = _CARD_OF_TEXT.get(text) if isinstance(text, str) else None
     if card is not None:  # as `deal --json` writes it
         return card
     if not isinstance(text, str):
-        raise LayoutError(f"{where}: {json.dumps(text)} is not a card text such as 7H, TD or KS")
+        raise LayoutError(f"{where}: {excerpt(text)} is not a card text such as 7H, TD or KS")
     cleaned = text.strip().upper()
     if cleaned.startswith("10"):
         cleaned = "T" + cleaned[2:]
@@ -80,7 +94,7 @@ def card_of(text: object, where: str) -> int:
         return rules.parse_card(cleaned)
     except ValueError:
         raise LayoutError(
-            f"{where}: {text!r} is not a card (a rank of {RANKS}, then a suit of {SUITS})"
+            f"{where}: {excerpt(text)} is not a card (a rank of {RANKS}, then a suit of {SUITS})"
         ) from None
 
 
@@ -119,9 +133,7 @@ def _check_every_card_once(cards: list[tuple[int, str]], what: str) -> None:
 
 def _unsigned(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
-        raise LayoutError(
-            f"layout: {key} is {json.dumps(value)}; expected an unsigned 64-bit integer"
-        )
+        raise LayoutError(f"layout: {key} is {excerpt(value)}; expected an unsigned 64-bit integer")
     return value
 
 
@@ -131,19 +143,19 @@ def _from_object(record: dict, reverse: bool) -> Layout:
     unknown = [key for key in record if key not in LAYOUT_KEYS]
     if unknown:
         raise LayoutError(
-            f"layout: unknown key {unknown[0]!r}; a layout has {', '.join(LAYOUT_KEYS)}"
+            f"layout: unknown key {excerpt(unknown[0])}; a layout has {', '.join(LAYOUT_KEYS)}"
         )
     if "piles" not in record:
         raise LayoutError("layout: no 'piles' (13 lists of 4 cards, hours 1..12 then the centre)")
     piles = record["piles"]
     if not isinstance(piles, list) or len(piles) != N_PILES:
-        size = f"{len(piles)} piles" if isinstance(piles, list) else json.dumps(piles)[:40]
+        size = f"{len(piles)} piles" if isinstance(piles, list) else excerpt(piles)
         raise LayoutError(
             f"layout: piles is {size}; expected {N_PILES} lists (hours 1..12, then the centre)"
         )
     for pile, texts in enumerate(piles):
         if not isinstance(texts, list) or len(texts) != PILE_SIZE:
-            size = f"{len(texts)} cards" if isinstance(texts, list) else json.dumps(texts)[:40]
+            size = f"{len(texts)} cards" if isinstance(texts, list) else excerpt(texts)
             raise LayoutError(
                 f"layout: {pile_where(pile)} holds {size}; every pile holds {PILE_SIZE}"
             )
@@ -163,12 +175,14 @@ def _from_object(record: dict, reverse: bool) -> Layout:
         values = [card for card, _ in cards]
     order = record.get("order")
     if order is not None and order not in rules.ORDERS:
-        raise LayoutError(f"layout: order {order!r}; expected one of {', '.join(rules.ORDERS)}")
+        raise LayoutError(
+            f"layout: order {excerpt(order)}; expected one of {', '.join(rules.ORDERS)}"
+        )
     seed = _unsigned(record["seed"], "seed") if record.get("seed") is not None else None
     deal = _unsigned(record["deal"], "deal") if record.get("deal") is not None else None
     scheme = record.get("scheme")
     if scheme is not None and not isinstance(scheme, str):
-        raise LayoutError(f"layout: scheme is {json.dumps(scheme)}; expected a deal scheme's name")
+        raise LayoutError(f"layout: scheme is {excerpt(scheme)}; expected a deal scheme's name")
     piles_of = tuple(tuple(values[p * PILE_SIZE : (p + 1) * PILE_SIZE]) for p in range(N_PILES))
     return Layout(piles_of, order, seed, deal, scheme)
 

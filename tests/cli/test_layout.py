@@ -4,8 +4,8 @@
   the rows a real sweep (on a local Ray instance, per-deal Parquet read back by Polars)
   recorded for those deals, for every cell of the grid.
 - Decks: 52 card texts laid out by each deal order, and `--reverse`.
-- Every malformed input is refused with one line naming the problem, exit 2, nothing on
-  standard output; so is standard input closed, and an input over the size limit, endless
+- Every malformed input is refused with one line naming the problem (quoting a bad token
+  short), exit 2, nothing on standard output; so is standard input closed, and an input over the size limit, endless
   ones included, which is never read whole.
 """
 
@@ -214,6 +214,12 @@ def swapped(record: dict, pile: int, k: int, card: str) -> str:
     return json.dumps(record)
 
 
+# A token far longer than an error line should quote.
+LONG = 100_000
+# The longest error line a malformed layout may give: a deck of one card names the 51 missing.
+LONGEST_ERROR = 300
+
+
 def malformed_cases() -> list[tuple[str, list[str], str, str]]:
     """(case, extra arguments, input, a text the error line must hold)."""
     record = good_layout()
@@ -292,6 +298,27 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
             f"Expecting ',' delimiter: line {mistake_line + 1} column",  # where the next card is
         ),
         ("nested too deeply", [], "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        # Bad tokens of any length are quoted short.
+        (
+            "a long deck text",
+            [],
+            " ".join(deck[:10] + ["Q" * LONG] + deck[11:]),
+            "deck: card 11: 'QQQQ",
+        ),
+        ("a long key", [], json.dumps({**record, "k" * LONG: 1}), "unknown key 'kkkk"),
+        ("a long order", [], json.dumps({**record, "order": "o" * LONG}), "order 'oooo"),
+        (
+            "a long card text",
+            [],
+            swapped(good_layout(), 3, 2, "c" * LONG),
+            "hour 4, card 3 from the top: 'cccc",
+        ),
+        (
+            "a long deal scheme",
+            ["--variant", "watch", "--strategy", "random"],
+            json.dumps({**record, "scheme": "s" * LONG}),
+            "names deal scheme ssss",
+        ),
         ("--reverse on piles", ["--reverse"], json.dumps(record), "--reverse"),
         (
             "random without a deal",
@@ -319,8 +346,9 @@ def test_malformed_layouts_are_refused_in_one_line(case):
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr
-    assert named in lines[0], lines[0]
+    assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr[:500]
+    assert named in lines[0], lines[0][:500]
+    assert len(lines[0]) <= LONGEST_ERROR, lines[0][:500]
 
 
 def test_a_layout_with_a_byte_order_mark_or_over_many_lines_is_read():
