@@ -11,9 +11,9 @@ Two forms are read:
   The deal order lays it out; the first card dealt to a pile is its bottom, the last its top.
 
 Anything else is refused with one line that names what is wrong: a text that is not a card, a
-card missing or repeated, a pile of the wrong size, a key that is not the layout's. Nothing
-is ever repaired or guessed. The command reads at most `MAX_INPUT_BYTES` of input, and refuses
-more.
+card missing or repeated, a pile of the wrong size, a key that is not the layout's, an
+integer longer than a layout's. Nothing is ever repaired or guessed. The command reads at most
+`MAX_INPUT_BYTES` of input, and refuses more.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.engine import rules
+from pipeline.engine import deals, rules
 from pipeline.engine.rules import N_CARDS, N_PILES, PILE_SIZE, RANKS, SUITS
 
 LAYOUT_KEYS = ("seed", "deal", "scheme", "order", "piles")
@@ -41,6 +41,9 @@ MAX_INPUT_TEXT = (
     f"{MAX_INPUT_MIB} MiB ({MAX_INPUT_BYTES:,} bytes, at least "
     f"{MAX_INPUT_BYTES // DEAL_JSON_LINE_BYTES:,} layouts one per line)"
 )
+
+# The longest integer a layout holds: its seed or deal, unsigned 64-bit.
+U64_DIGITS = len(str(deals.UINT64_LIMIT - 1))
 
 # How much of a bad token an error line quotes: a token may be megabytes long.
 EXCERPT_CHARS = 40
@@ -132,7 +135,7 @@ def _check_every_card_once(cards: list[tuple[int, str]], what: str) -> None:
 
 
 def _unsigned(value: object, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < deals.UINT64_LIMIT:
         raise LayoutError(f"layout: {key} is {excerpt(value)}; expected an unsigned 64-bit integer")
     return value
 
@@ -228,22 +231,44 @@ def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[
         texts = (match.group() for match in _DECK_TEXT.finditer(stripped))
         return [_from_deck(texts, order, reverse)]
     try:
-        value = json.loads(text)  # the text itself: an error's line is the file's line
-    except json.JSONDecodeError as error:
+        value = _json_value(text)  # the text itself: an error's line is the file's line
+    except (json.JSONDecodeError, LayoutError) as error:
+        # Not one JSON value, or its first object is no layout: layouts one per line are read
+        # line by line, an error named at its line.
         numbered = list(_numbered(text))
         if len(numbered) > 1 and stripped[0] == "{" and _is_json(numbered[0][1]):
             return [_one_line(line, number, reverse) for number, line in numbered]
+        if isinstance(error, LayoutError):
+            raise
         raise LayoutError(f"layout: not valid JSON: {error}") from None
     except RecursionError:
         raise LayoutError("layout: not valid JSON: nested too deeply to be a layout") from None
     return [_from_json(value, order, reverse)]
 
 
+def _json_value(text: str):
+    """The JSON value of ``text``. An integer longer than any a layout holds is refused
+    (Python would refuse one of over 4,300 digits with an error of its own)."""
+    return json.loads(text, parse_int=_layout_int)
+
+
+def _layout_int(digits: str) -> int:
+    length = len(digits.lstrip("-"))
+    if length > U64_DIGITS:
+        raise LayoutError(
+            f"layout: an integer of {length} digits ({shortened(digits)}); a layout's integers "
+            f"(seed, deal) are unsigned 64-bit, at most {U64_DIGITS} digits"
+        )
+    return int(digits)
+
+
 def _is_json(line: str) -> bool:
     """Whether one line is JSON on its own: the first of layouts one per line, not the opening
     of one layout printed over many."""
     try:
-        json.loads(line)
+        _json_value(line)
+    except LayoutError:
+        return True  # JSON, though not a layout: read on its own, its error names its line
     except (json.JSONDecodeError, RecursionError):
         return False
     return True
@@ -257,17 +282,21 @@ def _numbered(text: str):
 
 def _one_line(line: str, number: int, reverse: bool) -> Layout:
     try:
-        value = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise LayoutError(f"layout line {number}: not valid JSON: {error}") from None
-    except RecursionError:
-        raise LayoutError(f"layout line {number}: not valid JSON: nested too deeply") from None
-    if not isinstance(value, dict):
-        raise LayoutError(f'layout line {number}: not a layout object ({{"piles": ...}})')
-    try:
-        return _from_object(value, reverse)
+        return _layout_of_line(line, reverse)
     except LayoutError as error:
         raise LayoutError(str(error).replace("layout:", f"layout line {number}:", 1)) from None
+
+
+def _layout_of_line(line: str, reverse: bool) -> Layout:
+    try:
+        value = _json_value(line)
+    except json.JSONDecodeError as error:
+        raise LayoutError(f"layout: not valid JSON: {error}") from None
+    except RecursionError:
+        raise LayoutError("layout: not valid JSON: nested too deeply") from None
+    if not isinstance(value, dict):
+        raise LayoutError('layout: not a layout object ({"piles": ...})')
+    return _from_object(value, reverse)
 
 
 def _from_json(value, order: str, reverse: bool) -> Layout:

@@ -214,10 +214,16 @@ def swapped(record: dict, pile: int, k: int, card: str) -> str:
     return json.dumps(record)
 
 
-# A token far longer than an error line should quote.
+# An integer longer than Python converts from text (4,300 digits), and a token far longer than
+# an error line should quote.
+HUGE = "9" * 5000
 LONG = 100_000
 # The longest error line a malformed layout may give: a deck of one card names the 51 missing.
 LONGEST_ERROR = 300
+
+
+def with_seed(record: dict, digits: str) -> str:
+    return json.dumps({**record, "seed": 0}).replace('"seed": 0', f'"seed": {digits}', 1)
 
 
 def malformed_cases() -> list[tuple[str, list[str], str, str]]:
@@ -298,6 +304,15 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
             f"Expecting ',' delimiter: line {mistake_line + 1} column",  # where the next card is
         ),
         ("nested too deeply", [], "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        # Integers Python will not convert (over 4,300 digits), wherever they stand.
+        ("a seed of 5,000 digits", [], with_seed(record, HUGE), "an integer of 5000 digits"),
+        ("a deck number of 5,000 digits", [], f"[{HUGE}]", "an integer of 5000 digits"),
+        (
+            "an integer of 5,000 digits on a line of several",
+            [],
+            layout_lines(SEED, "0-1") + with_seed(record, HUGE) + "\n",
+            "layout line 3: an integer of 5000 digits",
+        ),
         # Bad tokens of any length are quoted short.
         (
             "a long deck text",
