@@ -11,9 +11,9 @@ Two forms are read:
   The deal order lays it out; the first card dealt to a pile is its bottom, the last its top.
 
 Anything else is refused with one line that names what is wrong: a text that is not a card, a
-card missing or repeated, a pile of the wrong size, a key that is not the layout's, an
-integer longer than a layout's. Nothing is ever repaired or guessed. The command reads at most
-`MAX_INPUT_BYTES` of input, and refuses more.
+card missing or repeated, a pile of the wrong size, a key that is not the layout's or that
+appears twice in an object, an integer longer than a layout's. Nothing is ever repaired or
+guessed. The command reads at most `MAX_INPUT_BYTES` of input, and refuses more.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -247,9 +248,21 @@ def parse(text: str, order: str = "round-robin", reverse: bool = False) -> list[
 
 
 def _json_value(text: str):
-    """The JSON value of ``text``. An integer longer than any a layout holds is refused
-    (Python would refuse one of over 4,300 digits with an error of its own)."""
-    return json.loads(text, parse_int=_layout_int)
+    """The JSON value of ``text``. A key twice in one object is refused (json would keep the
+    last silently), and so is an integer longer than any a layout holds (Python would refuse
+    one of over 4,300 digits with an error of its own)."""
+    return json.loads(text, object_pairs_hook=_object_of_unique_keys, parse_int=_layout_int)
+
+
+def _object_of_unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        twice = next(key for key, count in counts.items() if count > 1)
+        raise LayoutError(
+            f"layout: key {excerpt(twice)} appears twice in one object; each key appears once"
+        )
+    return record
 
 
 def _layout_int(digits: str) -> int:

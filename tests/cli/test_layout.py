@@ -5,8 +5,8 @@
   recorded for those deals, for every cell of the grid.
 - Decks: 52 card texts laid out by each deal order, and `--reverse`.
 - Every malformed input is refused with one line naming the problem (quoting a bad token
-  short), exit 2, nothing on standard output; so is standard input closed, and an input over the size limit, endless
-  ones included, which is never read whole.
+  short), exit 2, nothing on standard output; so is standard input closed, and an input over
+  the size limit, endless ones included, which is never read whole.
 """
 
 from __future__ import annotations
@@ -226,6 +226,12 @@ def with_seed(record: dict, digits: str) -> str:
     return json.dumps({**record, "seed": 0}).replace('"seed": 0', f'"seed": {digits}', 1)
 
 
+def with_key_twice(record: dict, key: str) -> str:
+    """The layout's JSON on one line, ``key`` given twice (its own value both times)."""
+    text = json.dumps(record)
+    return text[:-1] + f", {json.dumps(key)}: {json.dumps(record[key])}}}"
+
+
 def malformed_cases() -> list[tuple[str, list[str], str, str]]:
     """(case, extra arguments, input, a text the error line must hold)."""
     record = good_layout()
@@ -312,6 +318,20 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
             [],
             layout_lines(SEED, "0-1") + with_seed(record, HUGE) + "\n",
             "layout line 3: an integer of 5000 digits",
+        ),
+        # A key twice: json alone would keep the last silently.
+        ("a key twice", [], with_key_twice(record, "piles"), "key 'piles' appears twice"),
+        (
+            "a key twice on the first of several lines",
+            [],
+            with_key_twice(record, "seed") + "\n" + layout_lines(SEED, "0"),
+            "layout line 1: key 'seed' appears twice",
+        ),
+        (
+            "a key twice on a line of several",
+            [],
+            layout_lines(SEED, "0") + with_key_twice(record, "deal") + "\n",
+            "layout line 2: key 'deal' appears twice",
         ),
         # Bad tokens of any length are quoted short.
         (
