@@ -17,7 +17,7 @@ import sys
 import click
 
 from pipeline import ERROR_PREFIX
-from pipeline.engine import rules
+from pipeline.engine import layout_input, rules
 
 
 class InputError(click.ClickException):
@@ -144,7 +144,10 @@ def main(argv: list[str] | None = None, **options) -> None:
     "--layout",
     "layout_path",
     metavar="FILE",
-    help="Play a layout you hold instead: a `deal --json` line or 52 cards (- for stdin).",
+    help=(
+        "Play a layout you hold instead: a `deal --json` line or 52 cards (- for stdin); "
+        f"at most {layout_input.MAX_INPUT_TEXT}."
+    ),
 )
 @choice_option("order", rules.ORDERS, "round-robin", "How the deck is dealt")
 @click.option("--reverse", is_flag=True, help="--layout deck: its last card is dealt first.")
@@ -220,21 +223,42 @@ def deal(
 
 def read_text(path: str, name: str) -> str:
     """A file's text, or standard input's for ``-``, as UTF-8 (a byte-order mark dropped);
-    one line if it cannot be read."""
+    one line if it cannot be read or holds more than layout_input.MAX_INPUT_BYTES."""
+    source = source_named(path)
+    limit = layout_input.MAX_INPUT_BYTES
     try:
+        # One byte past the limit tells a larger input, however long, from one at the limit.
         if path == "-":
-            data = click.get_binary_stream("stdin").read()
+            data = standard_input(name).read(limit + 1)
         else:
             with open(path, "rb") as file:
-                data = file.read()
-        return data.decode("utf-8-sig")
+                data = file.read(limit + 1)
     except OSError as error:
-        raise InputError(f"{name}: {path}: {error.strerror or error}") from None
+        raise InputError(f"{name}: {source}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise InputError(
+            f"{name}: {source}: too large; {name} reads at most {layout_input.MAX_INPUT_TEXT}"
+        )
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise InputError(
-            f"{name}: {path}: not UTF-8 text (byte {error.start}: {error.reason}); "
+            f"{name}: {source}: not UTF-8 text (byte {error.start}: {error.reason}); "
             "expected a layout as `deal --json` prints it, or 52 cards"
         ) from None
+
+
+def source_named(path: str) -> str:
+    return "standard input" if path == "-" else path
+
+
+def standard_input(name: str):
+    """Standard input's bytes; one line if the process has none (started with it closed,
+    Python's sys.stdin is None)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(f"{name}: standard input: closed; pipe the input in, or give a FILE")
+    return stream
 
 
 def deal_from_layout(
@@ -242,24 +266,13 @@ def deal_from_layout(
 ):
     """`deal --layout`: check the layouts a user brings, then draw each and replay it under a
     cell. Every layout is checked before anything is printed."""
-    from pipeline.engine import deals, display, layout_input, reference
+    from pipeline.engine import display, reference
 
     try:
         layouts = layout_input.parse(read_text(path, "--layout"), order, reverse)
     except layout_input.LayoutError as error:
         raise InputError(str(error)) from None
-    seed = number = None
-    if seed_text is not None:
-        seed = parse_u64("--seed", seed_text)
-    if deal_range is not None:
-        numbers = parse_range(deal_range)
-        if len(numbers) != 1:
-            raise InputError(f"RANGE: {deal_range!r}; a layout is one deal, so one deal number")
-        number = numbers[0]
-    if (seed is not None or number is not None) and len(layouts) > 1:
-        raise InputError(
-            f"--seed, RANGE: name one deal, and the input holds {len(layouts)} layouts"
-        )
+    seed, number = deal_named_beside_layouts(seed_text, deal_range, len(layouts))
     plays = []
     for at, given in enumerate(layouts, 1):
         where = f"layout {at}: " if len(layouts) > 1 else ""
@@ -277,17 +290,7 @@ def deal_from_layout(
             depth=depth,
         )
         if cell.strategy == "random":
-            if deal_seed is None or deal_number is None:
-                raise InputError(
-                    f"{where}--strategy random: its pick is drawn from the deal's seed and "
-                    "number; give --seed S and the deal number, or a layout from `deal --json`, "
-                    "which names them"
-                )
-            if given.scheme not in (None, deals.SCHEME_VERSION):
-                raise InputError(
-                    f"{where}--strategy random: the layout names deal scheme {given.scheme}, "
-                    f"and this version draws from scheme {deals.SCHEME_VERSION}"
-                )
+            check_random_draw(where, given, deal_seed, deal_number)
         plays.append((given, cell, deal_seed, deal_number))
     for given, cell, deal_seed, deal_number in plays:
         table = reference.Table(down=[list(pile) for pile in given.piles])
@@ -300,11 +303,45 @@ def deal_from_layout(
             if deal_seed is not None and deal_number is not None
             else "a deal"
         )
-        source = "standard input" if path == "-" else path
-        click.echo(f"{named} from {source}, order {cell.order}")
+        click.echo(f"{named} from {source_named(path)}, order {cell.order}")
         piles = [list(pile) for pile in given.piles]
         click.echo(display.clock_face(piles, finale_up=finale == "up"))
         click.echo(display.replay_text(cell, table, result))
+
+
+def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | None, int | None]:
+    """The seed and deal number given beside `--layout` (None where not given), refused unless
+    they name one deal of an input of one layout."""
+    seed = number = None
+    if seed_text is not None:
+        seed = parse_u64("--seed", seed_text)
+    if deal_range is not None:
+        numbers = parse_range(deal_range)
+        if len(numbers) != 1:
+            raise InputError(f"RANGE: {deal_range!r}; a layout is one deal, so one deal number")
+        number = numbers[0]
+    if (seed is not None or number is not None) and count > 1:
+        raise InputError(f"--seed, RANGE: name one deal, and the input holds {count} layouts")
+    return seed, number
+
+
+def check_random_draw(where: str, given, deal_seed, deal_number) -> None:
+    """Refuse `--strategy random` on a layout whose draw cannot be made as a sweep makes it:
+    without the deal's seed and number, or from another deal scheme."""
+    from pipeline.engine import deals
+
+    if deal_seed is None or deal_number is None:
+        raise InputError(
+            f"{where}--strategy random: its pick is drawn from the deal's seed and "
+            "number; give --seed S and the deal number, or a layout from `deal --json`, "
+            "which names them"
+        )
+    if given.scheme not in (None, deals.SCHEME_VERSION):
+        raise InputError(
+            f"{where}--strategy random: the layout names deal scheme "
+            f"{layout_input.shortened(given.scheme)}, "
+            f"and this version draws from scheme {deals.SCHEME_VERSION}"
+        )
 
 
 @cli.command()

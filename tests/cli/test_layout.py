@@ -4,22 +4,28 @@
   the rows a real sweep (on a local Ray instance, per-deal Parquet read back by Polars)
   recorded for those deals, for every cell of the grid.
 - Decks: 52 card texts laid out by each deal order, and `--reverse`.
-- Every malformed input is refused with one line naming the problem, exit 2, nothing on
-  standard output.
+- Every malformed input is refused with one line naming the problem (quoting a bad token
+  short), exit 2, nothing on standard output; so is standard input closed, and an input over
+  the size limit, endless ones included, which is never read whole.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
-from pipeline.engine import reference, rules
+from pipeline.engine import layout_input, reference, rules
 from pipeline.records import schema
 
 SEED = 515151
@@ -208,6 +214,24 @@ def swapped(record: dict, pile: int, k: int, card: str) -> str:
     return json.dumps(record)
 
 
+# An integer longer than Python converts from text (4,300 digits), and a token far longer than
+# an error line should quote.
+HUGE = "9" * 5000
+LONG = 100_000
+# The longest error line a malformed layout may give: a deck of one card names the 51 missing.
+LONGEST_ERROR = 300
+
+
+def with_seed(record: dict, digits: str) -> str:
+    return json.dumps({**record, "seed": 0}).replace('"seed": 0', f'"seed": {digits}', 1)
+
+
+def with_key_twice(record: dict, key: str) -> str:
+    """The layout's JSON on one line, ``key`` given twice (its own value both times)."""
+    text = json.dumps(record)
+    return text[:-1] + f", {json.dumps(key)}: {json.dumps(record[key])}}}"
+
+
 def malformed_cases() -> list[tuple[str, list[str], str, str]]:
     """(case, extra arguments, input, a text the error line must hold)."""
     record = good_layout()
@@ -286,6 +310,50 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
             f"Expecting ',' delimiter: line {mistake_line + 1} column",  # where the next card is
         ),
         ("nested too deeply", [], "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        # Integers Python will not convert (over 4,300 digits), wherever they stand.
+        ("a seed of 5,000 digits", [], with_seed(record, HUGE), "an integer of 5000 digits"),
+        ("a deck number of 5,000 digits", [], f"[{HUGE}]", "an integer of 5000 digits"),
+        (
+            "an integer of 5,000 digits on a line of several",
+            [],
+            layout_lines(SEED, "0-1") + with_seed(record, HUGE) + "\n",
+            "layout line 3: an integer of 5000 digits",
+        ),
+        # A key twice: json alone would keep the last silently.
+        ("a key twice", [], with_key_twice(record, "piles"), "key 'piles' appears twice"),
+        (
+            "a key twice on the first of several lines",
+            [],
+            with_key_twice(record, "seed") + "\n" + layout_lines(SEED, "0"),
+            "layout line 1: key 'seed' appears twice",
+        ),
+        (
+            "a key twice on a line of several",
+            [],
+            layout_lines(SEED, "0") + with_key_twice(record, "deal") + "\n",
+            "layout line 2: key 'deal' appears twice",
+        ),
+        # Bad tokens of any length are quoted short.
+        (
+            "a long deck text",
+            [],
+            " ".join(deck[:10] + ["Q" * LONG] + deck[11:]),
+            "deck: card 11: 'QQQQ",
+        ),
+        ("a long key", [], json.dumps({**record, "k" * LONG: 1}), "unknown key 'kkkk"),
+        ("a long order", [], json.dumps({**record, "order": "o" * LONG}), "order 'oooo"),
+        (
+            "a long card text",
+            [],
+            swapped(good_layout(), 3, 2, "c" * LONG),
+            "hour 4, card 3 from the top: 'cccc",
+        ),
+        (
+            "a long deal scheme",
+            ["--variant", "watch", "--strategy", "random"],
+            json.dumps({**record, "scheme": "s" * LONG}),
+            "names deal scheme ssss",
+        ),
         ("--reverse on piles", ["--reverse"], json.dumps(record), "--reverse"),
         (
             "random without a deal",
@@ -313,8 +381,9 @@ def test_malformed_layouts_are_refused_in_one_line(case):
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr
-    assert named in lines[0], lines[0]
+    assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr[:500]
+    assert named in lines[0], lines[0][:500]
+    assert len(lines[0]) <= LONGEST_ERROR, lines[0][:500]
 
 
 def test_a_layout_with_a_byte_order_mark_or_over_many_lines_is_read():
@@ -333,6 +402,114 @@ def test_a_layout_file_that_cannot_be_read(tmp_path):
     assert "--layout" in result.stderr and "No such file" in result.stderr
     folder = run("deal", "--layout", str(tmp_path))
     assert folder.exit_code == 2 and "Is a directory" in folder.stderr
+
+
+# --- Input that is closed, endless or too large ----------------------------------------------
+
+LIMIT = layout_input.MAX_INPUT_BYTES
+REPO = Path(__file__).resolve().parents[2]
+# The command as a process of its own, started from the source tree these tests import.
+COMMAND = [sys.executable, "-c", "from pipeline.cli import main; main()"]
+
+
+def refused_in_one_line(returncode: int, stdout: str, stderr: str) -> str:
+    """The one error line of a refused command."""
+    assert returncode == 2 and stdout == "", (returncode, stderr[-2000:])
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(ERROR_PREFIX), stderr[-2000:]
+    return lines[0]
+
+
+def test_standard_input_closed_is_refused_in_one_line():
+    # Started with standard input closed, Python's sys.stdin is None.
+    shell = 'exec "$@" <&-'
+    done = subprocess.run(
+        ["sh", "-c", shell, "sh", *COMMAND, "deal", "--layout", "-"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    line = refused_in_one_line(done.returncode, done.stdout, done.stderr)
+    assert (
+        line == f"{ERROR_PREFIX}--layout: standard input: closed; pipe the input in, or give a FILE"
+    )
+
+
+@pytest.mark.parametrize("source", ["file", "standard input"])
+def test_an_input_over_the_size_limit_is_refused_in_one_line(source, tmp_path):
+    # Blanks: read whole, this would be an empty layout; it is refused for its size instead.
+    text = b" " * (LIMIT + 1)
+    path = tmp_path / "large.txt"
+    path.write_bytes(text)
+    if source == "file":
+        result = run("deal", "--layout", str(path))
+        named = str(path)
+    else:
+        result = run("deal", "--layout", "-", stdin=text)
+        named = "standard input"
+    line = refused_in_one_line(result.exit_code, result.stdout, result.stderr)
+    assert line == (
+        f"{ERROR_PREFIX}--layout: {named}: too large; --layout reads at most "
+        f"{layout_input.MAX_INPUT_TEXT}"
+    )
+
+
+def test_an_input_at_the_size_limit_is_read():
+    text = json.dumps(good_layout())
+    padded = text + " " * (LIMIT - len(text))
+    result = run("deal", "--layout", "-", "--json", stdin=padded)
+    assert result.exit_code == 0, result.output[:500]
+
+
+def test_the_size_limit_holds_the_layouts_it_promises():
+    # The help promises MAX_INPUT_BYTES // DEAL_JSON_LINE_BYTES layouts: no `deal --json` line
+    # is longer than DEAL_JSON_LINE_BYTES (the largest seed and deal, the longer order's name).
+    last = str(2**64 - 1)
+    for order in rules.ORDERS:
+        line = layout_lines(int(last), last, order)
+        assert len(line.encode()) <= layout_input.DEAL_JSON_LINE_BYTES, (order, line)
+    helped = " ".join(run("deal", "--help").stdout.split())
+    assert f"at most {layout_input.MAX_INPUT_TEXT}" in helped
+    for doc in ("docs/deals.md", "README.md"):  # the limit as the docs state it
+        assert layout_input.MAX_INPUT_TEXT in " ".join((REPO / doc).read_text().split()), doc
+
+
+@pytest.mark.parametrize(
+    "endless",
+    ['"$@" --layout /dev/zero', "yes 'AH ' | \"$@\" --layout -"],
+    ids=["a device", "a pipe"],
+)
+def test_an_endless_input_is_refused_without_being_read_whole(endless):
+    # Under a memory limit the command's own needs fit in (it peaks near 150 MB of address
+    # space) and an input read whole does not: it would end in a MemoryError. "$@" is the
+    # command, `clocksweep deal`.
+    shell = f"ulimit -v 600000; {endless}"
+    done = subprocess.run(
+        ["bash", "-c", shell, "bash", *COMMAND, "deal"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    line = refused_in_one_line(done.returncode, done.stdout, done.stderr)
+    assert "too large; --layout reads at most" in line, line
+
+
+def test_a_huge_deck_is_refused_from_its_first_cards():
+    # More than 52 texts hold a repeat or a non-card among the first 53: no list of every
+    # text is made (it would cost some 65 times the input), and no card is called missing
+    # that a later text may hold.
+    text = ("AH " * (LIMIT // 3)).encode()
+    tracemalloc.start()
+    try:
+        result = run("deal", "--layout", "-", stdin=text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    line = refused_in_one_line(result.exit_code, result.stdout, result.stderr)
+    assert line == f"{ERROR_PREFIX}deck: AH appears twice (card 1 and card 2)"
+    assert peak < 8 * LIMIT, f"{peak / 1e6:.0f} MB"
 
 
 def test_deal_without_a_layout_still_needs_seed_and_range():
