@@ -373,16 +373,17 @@ def read_pages(location: Location, manifest: dict, plan: ShardPlan):
 
 def listed_entries(location: Location, manifest: dict, plan: ShardPlan):
     """Every entry the manifest lists, its own and its pages' (raw JSON), the paths of the
-    pages that could be read, and (None, problem) for each page that could not (its shards
-    are then not listed)."""
-    listed, paths, problems = list(manifest["shards"]), [], []
+    pages that could be read, (None, problem) for each page that could not, and the shards
+    of the pages that could not (ranges: not listed)."""
+    listed, paths, problems, unread = list(manifest["shards"]), [], [], []
     for page, entries, problem in read_pages(location, manifest, plan):
         if problem:
             problems.append((None, f"{problem}; its shards {page.first}-{page.last} are not read"))
+            unread.append(range(page.first, page.last + 1))
         else:
             listed += entries
             paths.append(page.path)
-    return listed, paths, problems
+    return listed, paths, problems, unread
 
 
 # A manifest write may take at most one part in this many of the time between writes.

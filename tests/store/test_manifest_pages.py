@@ -163,3 +163,20 @@ def test_a_run_whose_last_page_ends_in_a_short_shard_resumes_and_grows(
     assert grown.exit_code == 0, grown.output
     assert "(1 played, 7 already committed)" in grown.stderr, grown.stderr
     assert check(out).exit_code == 0
+
+
+def report_of(out: Path):
+    """`clocksweep report` of ``out`` (no plots), and its report.json's provenance."""
+    result = CliRunner().invoke(cli, ["report", str(out), "--no-plots", "--replay", "0"])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "report" / "report.json").read_text())
+    return result, document["provenance"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "altered"])
+def test_the_report_counts_the_shards_of_a_damaged_page(paged, how):
+    damage_page(paged, how)
+    report, provenance = report_of(paged)
+    assert f"  {PAGE} shard(s) not read; " in report.output, report.output
+    assert provenance["shards_read"] == SHARDS - PAGE
+    assert provenance["shards_not_read_count"] == PAGE, provenance
