@@ -485,7 +485,7 @@ class Manifest:
         self.dirty = True
         self.last_write = 0.0
         self.write_seconds = 0.0  # how long the last write took
-        self.dropped_pages: list[str] = []  # page files no longer listed, once flushed
+        self.dropped_pages: list[str] = []  # page files listed until the next flush removes them
         self.unwritten: set[int] = set()  # committed since the manifest was last written
         self._read_page: tuple[int, dict[int, ShardEntry]] | None = None
 
@@ -556,10 +556,32 @@ class Manifest:
                     continue
             # Committed again, in the manifest's own list, until it is sealed again (or, past
             # a stopping point, until `discard_beyond_stop` takes it out).
+            self._open_again(page, problems)
             for entry in good.values():
                 self._keep(entry)
         keep_inline(math.inf)
         return problems
+
+    def _open_again(self, page: PageRecord, problems: list) -> None:
+        """A page read whole whose entries go back to the manifest's own list: its file is the
+        manifest's until the next flush, which removes it. A stopping point before its end is
+        said here, as what removes it: it is no file an earlier run left unlisted."""
+        self.dropped_pages.append(page.path)
+        stop = self.stop_at
+        if stop is None or stop >= page.last:
+            return
+        kept = (
+            f"; shards {page.first}-{stop} are listed in {MANIFEST_FILE} instead"
+            if stop >= page.first
+            else ""
+        )
+        problems.append(
+            (
+                None,
+                f"{page.path}: cut at the stopping point (shard {stop}): its shards past it "
+                f"are removed, and this page with them{kept}",
+            )
+        )
 
     def _problem(self, entry: ShardEntry) -> str | None:
         plan = self.plan[entry.index]
@@ -584,9 +606,9 @@ class Manifest:
 
     def discard_beyond_stop(self) -> list[ShardEntry]:
         """The committed shards past the stopping point, taken out of the manifest (written at
-        the next flush; their files, and the pages in ``dropped_pages``, are the caller's to
-        remove after it). A sealed page past it is opened again first (a cell group's pages
-        can be: only the last group's prefix is the rule's)."""
+        the next flush, which removes the pages in ``dropped_pages``; their files are the
+        caller's to remove after it). A sealed page past it is opened again first (a cell
+        group's pages can be: only the last group's prefix is the rule's)."""
         for page in sorted(self.pages):
             if (page + 1) * self.page_shards - 1 > self.stop_at:
                 self._reopen(page)
@@ -653,6 +675,24 @@ class Manifest:
                 if index // self.page_shards not in self.pages  # sealed in this flush
             ],
         }
+
+    def _written(self, sealed: list[int]) -> None:
+        """Once the manifest is written: the entries of the pages it sealed out of memory, and
+        the page files it no longer lists removed (but one sealed again, written anew). One
+        that cannot be removed is left: unlisted, the next run removes it."""
+        size = self.page_shards
+        for page in sealed:
+            for index in range(page * size, page * size + size):
+                del self.open[index]
+            del self.open_per_page[page]
+        paths = {record.path for record in self.pages.values()}
+        for path in self.dropped_pages:
+            if path not in paths:
+                try:
+                    self.location.delete(path)
+                except OSError:
+                    pass
+        self.dropped_pages = []
 
     def committed_paths(self) -> CommittedPaths:
         return CommittedPaths(self)
@@ -736,11 +776,7 @@ class Manifest:
                 except OSError:
                     pass
             raise
-        for page in sealed:
-            size = self.page_shards
-            for index in range(page * size, page * size + size):
-                del self.open[index]
-            del self.open_per_page[page]
+        self._written(sealed)
         self.staged.clear()
         self.unwritten.clear()
         self.dirty = False
@@ -755,7 +791,9 @@ class CommittedPaths:
 
     def __init__(self, manifest: Manifest):
         self.manifest = manifest
+        # A page opened again is listed by the manifest written until the next flush.
         self.page_paths = {page.path for page in manifest.pages.values()}
+        self.page_paths |= set(manifest.dropped_pages)
 
     def __contains__(self, path) -> bool:
         parts = path.split("/")

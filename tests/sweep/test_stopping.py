@@ -498,6 +498,36 @@ def test_the_deals_a_rule_still_needs_stay_a_count_however_narrow_its_half_width
         assert json.loads(json.dumps(record))["deals_still_needed"] == needed
 
 
+def test_a_looser_rule_that_cuts_a_page_says_so(tmp_path, local_ray, monkeypatch):
+    """Ten shards, in pages of four (0-3, 4-7; 8 and 9 in the manifest): a rule that holds at
+    shard 5 cuts page 4-7. Its file goes with the shards past the stop, and the run says so;
+    it is no file of an earlier run that no committed shard lists."""
+    monkeypatch.setenv(PAGE_ENV, "4")
+    body = BASE.replace("deals = 120000", "deals = 10000")
+    path, out = write(tmp_path, body)
+    assert run(path).exit_code == 0
+    pages = json.loads((out / "manifest.json").read_text())["pages"]
+    assert [(p["first"], p["last"]) for p in pages] == [(0, 3), (4, 7)]
+
+    ruled, _ = write(tmp_path, body + "[stop]\nwin_rate = 0.45\nmin_deals = 6000\n", "cut.toml")
+    cut = run(ruled)
+    assert cut.exit_code == 0, cut.output
+    assert "no committed shard lists" not in cut.stderr, cut.stderr
+    assert (
+        "manifest/shards-000004-000007.json: cut at the stopping point (shard 5): its shards "
+        "past it are removed, and this page with them; shards 4-5 are listed in manifest.json "
+        "instead"
+    ) in cut.stderr, cut.stderr
+    assert "4 shard(s) past the stopping point (shard 5) were removed (4 committed before)" in (
+        cut.stderr
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [(p["first"], p["last"]) for p in manifest["pages"]] == [(0, 3)]
+    assert [e["index"] for e in manifest["shards"]] == [4, 5]
+    assert sorted(p.name for p in (out / "manifest").iterdir()) == ["shards-000000-000003.json"]
+    assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
+
+
 def test_the_time_left_is_that_of_the_deals_the_rule_still_needs():
     """Under a stop rule the run ends when it holds: the progress line's time left is for the
     deals it still needs, when fewer than the config's, at the rate since play began."""
