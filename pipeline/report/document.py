@@ -98,6 +98,7 @@ def provenance(loaded: Loaded) -> dict:
         "shards_read": len(loaded.shards_read),
         "shard_files_read": [r.path for e in loaded.shards_read for r in e.files],
         "shards_not_read": loaded.problems,
+        "shards_not_read_count": loaded.not_read,
         "report_version": REPORT_VERSION,
         "summary_schema": summary.SUMMARY_SCHEMA_VERSION,
         "report_code_version": __version__,

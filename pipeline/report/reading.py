@@ -61,6 +61,7 @@ class Loaded:
     problems: list[str]
     tables: dict[str, pl.DataFrame]
     head_won: dict[Cell, tuple[int, np.ndarray]] = field(default_factory=dict)
+    not_read: int = 0  # shards of the results not read, whatever `problems` say of them
 
 
 def run_cells(run: RunRecord) -> list[Cell]:
@@ -121,19 +122,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
                 problems_found = [problem for problem, _ in outcome]
                 entries = [e for e, (problem, _) in zip(committed, outcome) if not problem]
                 results_read = [result for problem, result in outcome if not problem]
-        problems = [
-            problem if index is None else f"shard {index} not read: {problem}"
-            for index, problem in results.problems
-            if index not in results.entries
-        ]
-        problems += [
-            f"shard {index}: {problem}"
-            for index, problem in results.problems
-            if index in results.entries
-        ]  # listed twice, identically: read once
-        problems += [
-            f"shard {e.index} not read: {p}" for e, p in zip(committed, problems_found) if p
-        ]
+        problems, not_read = _not_read(results, committed, problems_found, entries)
         if not entries:
             raise ReportError(
                 f"{where}: no committed shard verifies, nothing to report"
@@ -151,7 +140,30 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
             f"{where}: the results changed or failed while being read "
             f"({first_line}); rerun the report once no run is writing there"
         ) from None
-    return Loaded(where, location, run, mode, cells, entries, problems, tables, head_won)
+    return Loaded(
+        where, location, run, mode, cells, entries, problems, tables, head_won, not_read=not_read
+    )
+
+
+def _not_read(results: validate.Results, committed, found, entries) -> tuple[list[str], int]:
+    """What the report names of the results (``found``: the problem, if any, of each shard
+    in ``committed`` as it was verified), and how many shards of the results it does not
+    read (those of ``entries`` it does), whatever kept them out: a damaged entry, page or
+    file, a cell group that lacks them, or a run that has not committed them."""
+    problems = [
+        problem if index is None else f"shard {index} not read: {problem}"
+        for index, problem in results.problems
+        if index not in results.entries
+    ]
+    problems += [
+        f"shard {index}: {problem}"
+        for index, problem in results.problems
+        if index in results.entries
+    ]  # listed twice, identically: read once
+    problems += [f"shard {e.index} not read: {p}" for e, p in zip(committed, found) if p]
+    missing = validate.missing_problem(results)
+    problems += [missing] if missing else []
+    return problems, results.plan.missing({entry.index for entry in entries})[0]
 
 
 def _group_columns(table: str) -> list[str]:

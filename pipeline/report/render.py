@@ -335,7 +335,8 @@ def _provenance_blocks(doc: dict, image: dict) -> list[tuple]:
                 f"deal ranges read: {', '.join(prov['deal_ranges_read'])}",
                 f"runs: {runs or 'none recorded'}",
                 f"shards read: {prov['shards_read']} ({len(prov['shard_files_read'])} files)",
-                f"shards not read: {'; '.join(prov['shards_not_read']) or 'none'}",
+                f"shards not read: {prov['shards_not_read_count']:,}"
+                + "".join(f"; {problem}" for problem in prov["shards_not_read"]),
                 f"report: {prov['report_version']}, summary tables {prov['summary_schema']}, "
                 f"clocksweep {prov['report_code_version']}",
             ],
@@ -440,9 +441,11 @@ def terminal_summary(report: Report) -> str:
         f"{prov['deals_read']:,} deals, {len(doc['cells'])} cells, "
         f"{prov['shards_read']} shard(s) read)"
     ]
-    if prov["shards_not_read"]:
+    problems = prov["shards_not_read"]
+    if problems or prov["shards_not_read_count"]:
         lines.append(
-            f"  {len(prov['shards_not_read'])} shard(s) not read: {prov['shards_not_read'][0]}"
+            f"  {prov['shards_not_read_count']:,} shard(s) not read"
+            + (f"; {len(problems)} problem(s): {problems[0]}" if problems else "")
         )
     flagged = [c for c in doc["cells"] if c["flag"]]
     if flagged:

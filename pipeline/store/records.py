@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -86,6 +87,10 @@ def entry_problem(entry: ShardEntry, shard: Shard, n_cells: int, tables) -> str 
     return None
 
 
+def times(count: int) -> str:
+    return "twice" if count == 2 else f"{count} times"
+
+
 def checked_entries(
     listed: list, plan: ShardPlan, n_cells: int, tables
 ) -> tuple[dict[int, ShardEntry], list[tuple[int | None, str]]]:
@@ -119,11 +124,10 @@ def checked_entries(
         shard = plan[index]
         if len(copies) > 1:
             same = all(copy == copies[0] for copy in copies)
-            times = "twice" if len(copies) == 2 else f"{len(copies)} times"
             problems.append(
                 (
                     index,
-                    f"{shard.stem}: listed {times} in {MANIFEST_FILE}"
+                    f"{shard.stem}: listed {times(len(copies))} in {MANIFEST_FILE}"
                     + (" (identically; read once)" if same else ", with different files"),
                 )
             )
@@ -310,12 +314,47 @@ def read_manifest(location: Location) -> dict | None:
         if not isinstance(pages, list):
             raise RecordError(f"its pages are {pages!r:.40}, not a list")
         pages = [PageRecord.from_json(page) for page in pages]
-        manifest["pages"] = sorted(pages, key=lambda page: page.first)
     except RecordError as error:
         raise ResultsError(
             f"{location.where}: {MANIFEST_FILE} is not a clocksweep manifest: {error}"
         ) from None
+    manifest["pages"], manifest["page_conflicts"], manifest["page_notes"] = checked_pages(pages)
     return manifest
+
+
+def checked_pages(listed: list[PageRecord]):
+    """The manifest's page records in shard order, each once; those that share a shard with
+    another record (none of them is read: which one holds the shard is not known), with why;
+    and notes of what is listed wrongly but read all the same (a record listed again,
+    identically; records out of order). The driver lists each page once, in order: any other
+    list was edited or damaged, and a shard read from two records would count twice."""
+    copies = Counter(listed)
+    order = list(copies)  # each record once, in the order first listed
+    notes = []
+    if any(a.first > b.first for a, b in zip(order, order[1:])):
+        notes.append(f"{MANIFEST_FILE}: its pages are not listed in shard order (read in order)")
+    notes += [
+        f"{MANIFEST_FILE}: page {page.path} listed {times(count)} (identically; read once)"
+        for page, count in copies.items()
+        if count > 1
+    ]
+    pages = sorted(order, key=lambda page: (page.first, page.last))
+    conflicts: dict[PageRecord, str] = {}
+    cluster: list[PageRecord] = []  # records whose ranges overlap, one after another
+    end = -1  # the last shard they hold
+    for page in [*pages, None]:
+        if page is not None and page.first <= end:
+            cluster.append(page)
+            end = max(end, page.last)
+            continue
+        for one in cluster if len(cluster) > 1 else []:
+            other = next(p for p in cluster if p is not one)
+            conflicts[one] = (
+                f"shares shards with another page record of the manifest "
+                f"({other.path}, shards {other.first}-{other.last})"
+            )
+        cluster, end = [page], page.last if page is not None else -1
+    return pages, conflicts, notes
 
 
 def read_pages(location: Location, manifest: dict, plan: ShardPlan):
@@ -326,6 +365,9 @@ def read_pages(location: Location, manifest: dict, plan: ShardPlan):
     for page in manifest["pages"]:
         count = page.last - page.first + 1
         where = f"{MANIFEST_FILE}: page {page.path}"
+        if page in manifest["page_conflicts"]:
+            yield page, None, f"{where} {manifest['page_conflicts'][page]}"
+            continue
         if page.path != page_path(page.first, page.last) or page.first % size or count != size:
             yield page, None, f"{where} is not a page of {size} shards of the plan"
             continue
@@ -373,16 +415,18 @@ def read_pages(location: Location, manifest: dict, plan: ShardPlan):
 
 def listed_entries(location: Location, manifest: dict, plan: ShardPlan):
     """Every entry the manifest lists, its own and its pages' (raw JSON), the paths of the
-    pages that could be read, and (None, problem) for each page that could not (its shards
-    are then not listed)."""
-    listed, paths, problems = list(manifest["shards"]), [], []
+    pages that could be read, (None, problem) for each page that could not and for what is
+    listed wrongly, and the shards of the pages that could not (ranges: not listed)."""
+    listed, paths, unread = list(manifest["shards"]), [], []
+    problems: list[tuple[int | None, str]] = [(None, note) for note in manifest["page_notes"]]
     for page, entries, problem in read_pages(location, manifest, plan):
         if problem:
             problems.append((None, f"{problem}; its shards {page.first}-{page.last} are not read"))
+            unread.append(range(page.first, page.last + 1))
         else:
             listed += entries
             paths.append(page.path)
-    return listed, paths, problems
+    return listed, paths, problems, unread
 
 
 # A manifest write may take at most one part in this many of the time between writes.
@@ -441,7 +485,7 @@ class Manifest:
         self.dirty = True
         self.last_write = 0.0
         self.write_seconds = 0.0  # how long the last write took
-        self.dropped_pages: list[str] = []  # page files no longer listed, once flushed
+        self.dropped_pages: list[str] = []  # page files listed until the next flush removes them
         self.unwritten: set[int] = set()  # committed since the manifest was last written
         self._read_page: tuple[int, dict[int, ShardEntry]] | None = None
 
@@ -475,6 +519,7 @@ class Manifest:
         shard that is not kept is opened again, to be sealed once the prefix reaches it."""
         self.tables, self.plan, self.schemas = set(schemas), plan, schemas
         entries, problems = checked_entries(listed["shards"], plan, n_cells, schemas)
+        problems += [(None, note) for note in listed["page_notes"]]
         paged = {page.first // self.page_shards for page in listed["pages"]}
         inline = []
         for index, entry in sorted(entries.items()):
@@ -511,10 +556,32 @@ class Manifest:
                     continue
             # Committed again, in the manifest's own list, until it is sealed again (or, past
             # a stopping point, until `discard_beyond_stop` takes it out).
+            self._open_again(page, problems)
             for entry in good.values():
                 self._keep(entry)
         keep_inline(math.inf)
         return problems
+
+    def _open_again(self, page: PageRecord, problems: list) -> None:
+        """A page read whole whose entries go back to the manifest's own list: its file is the
+        manifest's until the next flush, which removes it. A stopping point before its end is
+        said here, as what removes it: it is no file an earlier run left unlisted."""
+        self.dropped_pages.append(page.path)
+        stop = self.stop_at
+        if stop is None or stop >= page.last:
+            return
+        kept = (
+            f"; shards {page.first}-{stop} are listed in {MANIFEST_FILE} instead"
+            if stop >= page.first
+            else ""
+        )
+        problems.append(
+            (
+                None,
+                f"{page.path}: cut at the stopping point (shard {stop}): its shards past it "
+                f"are removed, and this page with them{kept}",
+            )
+        )
 
     def _problem(self, entry: ShardEntry) -> str | None:
         plan = self.plan[entry.index]
@@ -539,9 +606,9 @@ class Manifest:
 
     def discard_beyond_stop(self) -> list[ShardEntry]:
         """The committed shards past the stopping point, taken out of the manifest (written at
-        the next flush; their files, and the pages in ``dropped_pages``, are the caller's to
-        remove after it). A sealed page past it is opened again first (a cell group's pages
-        can be: only the last group's prefix is the rule's)."""
+        the next flush, which removes the pages in ``dropped_pages``; their files are the
+        caller's to remove after it). A sealed page past it is opened again first (a cell
+        group's pages can be: only the last group's prefix is the rule's)."""
         for page in sorted(self.pages):
             if (page + 1) * self.page_shards - 1 > self.stop_at:
                 self._reopen(page)
@@ -608,6 +675,24 @@ class Manifest:
                 if index // self.page_shards not in self.pages  # sealed in this flush
             ],
         }
+
+    def _written(self, sealed: list[int]) -> None:
+        """Once the manifest is written: the entries of the pages it sealed out of memory, and
+        the page files it no longer lists removed (but one sealed again, written anew). One
+        that cannot be removed is left: unlisted, the next run removes it."""
+        size = self.page_shards
+        for page in sealed:
+            for index in range(page * size, page * size + size):
+                del self.open[index]
+            del self.open_per_page[page]
+        paths = {record.path for record in self.pages.values()}
+        for path in self.dropped_pages:
+            if path not in paths:
+                try:
+                    self.location.delete(path)
+                except OSError:
+                    pass
+        self.dropped_pages = []
 
     def committed_paths(self) -> CommittedPaths:
         return CommittedPaths(self)
@@ -691,11 +776,7 @@ class Manifest:
                 except OSError:
                     pass
             raise
-        for page in sealed:
-            size = self.page_shards
-            for index in range(page * size, page * size + size):
-                del self.open[index]
-            del self.open_per_page[page]
+        self._written(sealed)
         self.staged.clear()
         self.unwritten.clear()
         self.dirty = False
@@ -710,7 +791,9 @@ class CommittedPaths:
 
     def __init__(self, manifest: Manifest):
         self.manifest = manifest
+        # A page opened again is listed by the manifest written until the next flush.
         self.page_paths = {page.path for page in manifest.pages.values()}
+        self.page_paths |= set(manifest.dropped_pages)
 
     def __contains__(self, path) -> bool:
         parts = path.split("/")

@@ -272,36 +272,9 @@ def open_results(where: str | Location) -> Results:
         return Results(location, run, plan, {}, [], unusable or str(error))
     mode = run.mode
     schemas = expected_schemas(mode) if mode in ("deals", "summary") else {}
-    entries, problems, listed = group_entries(location, manifest, plan, cell_groups[0], schemas)
+    entries, problems, listed, _ = group_entries(location, manifest, plan, cell_groups[0], schemas)
     for group in cell_groups[1:]:
-        place = group.location(location)
-        try:
-            theirs = read_manifest(place)
-        except ResultsError as error:
-            theirs, why = None, str(error).removeprefix(f"{place.where}: ")
-        else:
-            why = f"{MANIFEST_FILE}: missing (none of its shards committed)"
-        if theirs is not None and theirs["config_hash"] != group.config_hash:
-            theirs, why = None, f"{MANIFEST_FILE}: belongs to another cell group or config"
-        if theirs is None:
-            problems.append((None, group.path(why)))
-            group_found, group_problems, group_listed = {}, [], frozenset()
-        else:
-            group_found, group_problems, group_listed = group_entries(
-                place, theirs, plan, group, schemas
-            )
-        problems += [(index, group.path(problem)) for index, problem in group_problems]
-        listed |= {group.path(path) for path in group_listed}
-        for index in sorted(entries):
-            mine = group_found.get(index)
-            if mine is None:
-                if theirs is not None and not any(i == index for i, _ in group_problems):
-                    problems.append(
-                        (index, f"{group.directory}: shard {index} of its cells is not committed")
-                    )
-                del entries[index]
-                continue
-            entries[index] = merged(entries[index], mine, group)
+        listed |= add_group(location, group, plan, schemas, entries, problems)
     return Results(
         location,
         run,
@@ -314,10 +287,45 @@ def open_results(where: str | Location) -> Results:
     )
 
 
+def add_group(location: Location, group, plan: ShardPlan, schemas, entries, problems) -> set:
+    """Read a later cell group's manifest into ``entries`` (the shards every group before it
+    has committed: those it lacks are taken out, the rest given its files) and its problems
+    into ``problems``; gives the paths it lists (relative to the results directory)."""
+    place = group.location(location)
+    try:
+        theirs = read_manifest(place)
+    except ResultsError as error:
+        theirs, why = None, str(error).removeprefix(f"{place.where}: ")
+    else:
+        why = f"{MANIFEST_FILE}: missing (none of its shards committed)"
+    if theirs is not None and theirs["config_hash"] != group.config_hash:
+        theirs, why = None, f"{MANIFEST_FILE}: belongs to another cell group or config"
+    if theirs is None:
+        problems.append((None, group.path(why)))
+        found, group_problems, listed, unread = {}, [], frozenset(), []
+    else:
+        found, group_problems, listed, unread = group_entries(place, theirs, plan, group, schemas)
+    problems += [(index, group.path(problem)) for index, problem in group_problems]
+    # A shard its problems name already (one by one, or by a page) is not named again.
+    named = {index for index, _ in group_problems}
+    for index in sorted(entries):
+        mine = found.get(index)
+        if mine is None:
+            if theirs is not None and index not in named and not any(index in r for r in unread):
+                problems.append(
+                    (index, f"{group.directory}: shard {index} of its cells is not committed")
+                )
+            del entries[index]
+            continue
+        entries[index] = merged(entries[index], mine, group)
+    return {group.path(path) for path in listed}
+
+
 def group_entries(location: Location, manifest: dict, plan: ShardPlan, group, schemas):
     """A cell group's manifest entries checked against the plan, (index or None, problem) of
-    the rest, and every path its manifest lists (relative to the group's directory)."""
-    shards, pages, page_problems = listed_entries(location, manifest, plan)
+    the rest, every path its manifest lists (relative to the group's directory), and the
+    shards of its pages that could not be read (ranges)."""
+    shards, pages, page_problems, unread = listed_entries(location, manifest, plan)
     entries, problems = checked_entries(shards, plan, len(group.cells), schemas)
     listed = set(
         [
@@ -328,7 +336,7 @@ def group_entries(location: Location, manifest: dict, plan: ShardPlan, group, sc
         ]
         + pages
     )  # raw JSON
-    return entries, page_problems + problems, listed
+    return entries, page_problems + problems, listed, unread
 
 
 def merged(entry: ShardEntry, more: ShardEntry, group) -> ShardEntry:
@@ -377,6 +385,27 @@ def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str
     ]
 
 
+def listed_shards(results: Results) -> set[int]:
+    """The shards the manifest lists, well or not (those it names a problem of)."""
+    return {index for index, _ in results.problems if index is not None} | set(results.entries)
+
+
+def missing_problem(results: Results) -> str | None:
+    """The line naming the shards of the plan that the manifest neither lists nor names a
+    problem of (a page not read, a cell group that lacks them, a run that has not played
+    them), or None if there are none."""
+    plan = results.plan
+    missing, shown = plan.missing(listed_shards(results))
+    if not missing:
+        return None
+    more = f" and {missing - len(shown)} more" if missing > len(shown) else ""
+    return (
+        f"shards missing: {missing} of {plan.count}: "
+        + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown)
+        + more
+    )
+
+
 def validate(where: str | Location) -> tuple[list[str], dict]:
     """Check every shard against the manifest: (problems found, figures of what is there)."""
     results = open_results(where)
@@ -390,7 +419,7 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
     if results.manifest_missing:
         problems.append(f"{MANIFEST_FILE}: missing (no shard committed)")
     n_cells = len(run.cells)
-    listed = {index for index, _ in results.problems if index is not None} | set(results.entries)
+    listed = listed_shards(results)
     if version_problem(run):
         # Every file would differ from this version's schemas: the one line says it all.
         return problems, {
@@ -422,16 +451,11 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
                 row_bytes += record.bytes
             size += record.bytes
             files += 1
-    missing, shown = plan.missing(listed)
+    missing = plan.missing(listed)[0]
     if missing and writer is not None:
         in_flight.append(f"{missing} of {plan.count} shards not committed yet")
     elif missing:
-        more = f" and {missing - len(shown)} more" if missing > len(shown) else ""
-        problems.append(
-            f"shards missing: {missing} of {plan.count}: "
-            + ", ".join(f"{s.index} ({s.first}-{s.last})" for s in shown)
-            + more
-        )
+        problems.append(missing_problem(results))
     found = survey_groups(results)
     if writer is not None:
         uncommitted = len(found.uncommitted) + len(found.partial) + len(found.stale)

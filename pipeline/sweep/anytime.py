@@ -41,6 +41,10 @@ import math
 from dataclasses import dataclass
 
 MAX_BET = 0.5  # the paper's truncation of lambda (its c = 1/2)
+# The narrowest half-width a bet aims at. A half-width h takes some 2 log(2/alpha) sigma^2 /
+# h^2 deals: at this one, more than 2**64 (every deal there is) unless the win rate is
+# within about 3e-6 of 0 or 1. A stop rule may ask for no narrower (`config`).
+MIN_AIM = 1e-12
 
 
 def psi(bet: float) -> float:
@@ -80,7 +84,7 @@ class Sequence:
     def bet(self, aim: float) -> float:
         """The bet for the next shard, made for the half-width ``aim`` (in the data's units)."""
         aim = aim / self.span
-        return min(MAX_BET, max(aim, 1e-12) / self.variance())
+        return min(MAX_BET, max(aim, MIN_AIM) / self.variance())
 
     def add(self, n: int, total: float, squares: float, aim: float) -> None:
         """One shard: ``n`` observations with ``total`` = sum x and ``squares`` = sum x^2 (in

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.records import identity
-from pipeline.sweep import stopping
+from pipeline.sweep import anytime, stopping
 from pipeline.sweep.stopping import StopRule
 
 U64_LIMIT = 1 << 64
@@ -68,7 +68,7 @@ class ConfigError(ValueError):
 # --- The schema: key -> (kind, what it allows, default) -----------------------------------
 
 INT, STR, NAMES, FLOAT, TARGET = "int", "str", "names", "float", "target"
-HALF_WIDTH = "a half-width, a fraction in (0, 0.5) such as 0.001 (0.1 points)"
+HALF_WIDTH = f"a half-width, a fraction in ({anytime.MIN_AIM:g}, 0.5) such as 0.001 (0.1 points)"
 
 TOP_KEYS = {
     "name": (STR, "a name of letters, digits, '.', '_', '-'"),
@@ -335,7 +335,7 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
         return None
     win_rate = comparisons = None
     if "win_rate" in stop_raw:
-        win_rate = checked_float(stop_raw, "win_rate", 0, 0.5, "stop.win_rate")
+        win_rate = checked_float(stop_raw, "win_rate", anytime.MIN_AIM, 0.5, "stop.win_rate")
     if "comparisons" in stop_raw:
         if stop_raw["comparisons"] == stopping.DECIDED:
             comparisons = stopping.DECIDED
@@ -345,7 +345,9 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
                 f"expected {kind_of('stop.comparisons')[1]}"
             )
         else:
-            comparisons = checked_float(stop_raw, "comparisons", 0, 0.5, "stop.comparisons")
+            comparisons = checked_float(
+                stop_raw, "comparisons", anytime.MIN_AIM, 0.5, "stop.comparisons"
+            )
         if not stopping.strategy_pairs(cells):
             raise ConfigError(
                 "stop.comparisons: the grid has no two cells that differ in their strategy "

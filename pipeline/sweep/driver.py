@@ -649,9 +649,6 @@ def drop_beyond_stop(
             before += (entry.index, number) not in outcome.committed_here
             for record in entry.files:
                 location.delete(record.path)  # nothing there if it was never put in place
-        for path in manifest.dropped_pages:
-            location.delete(path)
-        manifest.dropped_pages = []
         # A task cancelled at the stop may have written its files: at their final keys on an
         # object store (locally they are under PARTIAL_DIR, which the run's end empties).
         for index, group in outcome.cancelled:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from pipeline.engine import rules
+from pipeline.engine.deals import UINT64_LIMIT
 from pipeline.engine.rules import Cell
 from pipeline.report import claims as claim_rules
 from pipeline.report import stats
@@ -379,9 +380,12 @@ class Stopping:
                 ]:
                     checks.append((sequence, self._claim_aim(sequence, aim)))
         for sequence, aim in checks:
-            needed = max(
-                needed, math.ceil(self.deals * (sequence.half_width() / aim) ** 2) - self.deals
-            )
+            ratio = sequence.half_width() / aim if aim > 0 else math.inf
+            more = self.deals * ratio * ratio  # inf, not OverflowError, past a float's range
+            # No sweep plays more than every deal there is: a target that needs more (a
+            # difference of nearly 0 to decide, say) needs them all.
+            more = UINT64_LIMIT if not more < UINT64_LIMIT else math.ceil(more)
+            needed = max(needed, more - self.deals)
         return max(needed, 0)
 
     def status(self) -> str:

@@ -163,3 +163,88 @@ def test_a_run_whose_last_page_ends_in_a_short_shard_resumes_and_grows(
     assert grown.exit_code == 0, grown.output
     assert "(1 played, 7 already committed)" in grown.stderr, grown.stderr
     assert check(out).exit_code == 0
+
+
+def report_of(out: Path):
+    """`clocksweep report` of ``out`` (no plots), and its report.json's provenance."""
+    result = CliRunner().invoke(cli, ["report", str(out), "--no-plots", "--replay", "0"])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "report" / "report.json").read_text())
+    return result, document["provenance"]
+
+
+def relist_pages(out: Path, how: str) -> None:
+    """Edit the manifest's list of pages (the page files stay as they are)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    pages = manifest["pages"]
+    if how == "twice":  # the first page listed again, identically
+        pages.append(dict(pages[0]))
+    elif how == "conflicting":  # pages 2-3 listed again, as other bytes
+        pages.append({**pages[1], "sha256": "0" * 64})
+    elif how == "out of order":
+        pages.reverse()
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("how", ["twice", "out of order"])
+def test_a_page_listed_twice_or_out_of_order_is_named_and_read_once(
+    unpaged, paged, monkeypatch, how
+):
+    relist_pages(paged, how)
+    checked = check(paged)
+    assert checked.exit_code == 1, checked.output
+    named = {
+        "twice": "manifest.json: page manifest/shards-000000-000001.json listed twice "
+        "(identically; read once)",
+        "out of order": "manifest.json: its pages are not listed in shard order (read in order)",
+    }[how]
+    assert checked.output.count("problem:") == 1 and named in checked.output, checked.output
+    assert f"{SHARDS}/{SHARDS} shards committed" in checked.output, checked.output
+    report, provenance = report_of(paged)
+    assert f"  0 shard(s) not read; 1 problem(s): {named}" in report.output, report.output
+    assert provenance["deals_read"] == 3500 and provenance["shards_read"] == SHARDS
+    assert provenance["shards_not_read_count"] == 0, provenance
+
+    monkeypatch.setenv(PAGE_ENV, str(PAGE))
+    again = run(unpaged[0], paged)
+    assert again.exit_code == 0, again.output
+    assert named in again.stderr and "to play" not in again.stderr, again.stderr
+    assert f"{SHARDS}/{SHARDS} shards (0 played, {SHARDS} already committed)" in again.stderr
+    last = json.loads((paged / "run.json").read_text())["runs"][-1]
+    assert (last["shards_to_play"], last["shards_already_committed"]) == (0, SHARDS), last
+    assert last["ray"] is None  # nothing to play: no Ray started
+    pages = json.loads((paged / "manifest.json").read_text())["pages"]
+    assert [(p["first"], p["last"]) for p in pages] == [(0, 1), (2, 3), (4, 5)]
+    assert check(paged).exit_code == 0
+
+
+def test_pages_listed_with_shards_in_common_are_not_read_and_redone(unpaged, paged, monkeypatch):
+    relist_pages(paged, "conflicting")
+    checked = check(paged)
+    assert checked.exit_code == 1
+    conflict = (
+        "manifest.json: page manifest/shards-000002-000003.json shares shards with another page "
+        "record of the manifest (manifest/shards-000002-000003.json, shards 2-3)"
+    )
+    assert checked.output.count(conflict) == 2, checked.output  # each record, neither read
+    assert "shards missing: 2 of 7: 2 (1000-1499), 3 (1500-1999)" in checked.output
+    report, provenance = report_of(paged)
+    assert "  2 shard(s) not read; " in report.output, report.output
+    assert provenance["shards_read"] == SHARDS - 2 and provenance["shards_not_read_count"] == 2
+
+    monkeypatch.setenv(PAGE_ENV, str(PAGE))
+    redone = run(unpaged[0], paged)
+    assert redone.exit_code == 0, redone.output
+    assert f"{conflict}; its shards 2-3 are redone" in redone.stderr, redone.stderr
+    assert "(2 played, 5 already committed)" in redone.stderr, redone.stderr
+    assert check(paged).exit_code == 0
+    assert committed_as(manifest_entries(paged)) == committed_as(manifest_entries(unpaged[1]))
+
+
+@pytest.mark.parametrize("how", ["deleted", "altered"])
+def test_the_report_counts_the_shards_of_a_damaged_page(paged, how):
+    damage_page(paged, how)
+    report, provenance = report_of(paged)
+    assert f"  {PAGE} shard(s) not read; " in report.output, report.output
+    assert provenance["shards_read"] == SHARDS - PAGE
+    assert provenance["shards_not_read_count"] == PAGE, provenance

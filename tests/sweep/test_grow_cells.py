@@ -28,6 +28,7 @@ from pipeline.engine.rules import Cell
 from pipeline.records import wins
 from pipeline.store.entries import FileRecord
 from pipeline.store.location import Location
+from pipeline.store.records import PAGE_ENV
 from pipeline.sweep import driver as sweep_driver
 from pipeline.sweep.config import load
 
@@ -233,6 +234,35 @@ def test_a_damaged_file_of_a_new_cell_is_named_and_redone_alone(tmp_path, local_
     assert "1 of 6 shards x 2 cell groups to play (5 already committed)" in redone.stderr
     assert files_of(out) == first_files
     assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
+
+
+def test_the_report_counts_the_shards_of_a_damaged_page_of_a_new_cell(
+    tmp_path, local_ray, monkeypatch
+):
+    """A page of the new group that is altered keeps its 2 shards out of the report: 2 not
+    read, named once by the page, not once more each as a shard the group lacks."""
+    monkeypatch.setenv(PAGE_ENV, "2")
+    path, out = write(tmp_path, "summary")
+    assert run(path).exit_code == 0
+    assert run(path, *GROWN).exit_code == 0
+    page = out / "cells-1" / "manifest" / "shards-000000-000001.json"
+    altered = json.loads(page.read_text())
+    altered["shards"][0]["seconds"] += 1.0
+    page.write_text(json.dumps(altered))
+
+    report = CliRunner().invoke(cli, ["report", str(out), "--no-plots", "--replay", "0"])
+    assert report.exit_code == 0, report.output
+    assert "  2 shard(s) not read; 2 problem(s): cells-1/" in report.output, report.output
+    provenance = json.loads((out / "report" / "report.json").read_text())["provenance"]
+    assert provenance["shards_read"] == 1 and provenance["shards_not_read_count"] == 2
+    valid = CliRunner().invoke(cli, ["validate", str(out)])
+    assert valid.exit_code == 1
+    assert "of its cells is not committed" not in valid.output, valid.output
+    assert (
+        "cells-1/manifest/shards-000000-000001.json: not the page the manifest lists (altered); "
+        "its shards 0-1 are not read"
+    ) in valid.output
+    assert "shards missing: 2 of 3: 0 (0-999), 1 (1000-1999)" in valid.output
 
 
 def test_a_new_cell_failing_once_is_retried(tmp_path, local_ray):

@@ -57,11 +57,16 @@ def run(*args: str):
     "rule, words",
     [
         ("[stop]\nwinrate = 0.01\n", ["stop.winrate: unknown key", "stop.win_rate"]),
-        ("[stop]\nwin_rate = 0.7\n", ["stop.win_rate: 0.7 is out of range", "(0, 0.5)"]),
+        ("[stop]\nwin_rate = 0.7\n", ["stop.win_rate: 0.7 is out of range", "(1e-12, 0.5)"]),
         ("[stop]\nwin_rate = 0\n", ["stop.win_rate: 0 is out of range"]),
+        ("[stop]\nwin_rate = 1e-200\n", ["stop.win_rate: 1e-200 is out of range", "(1e-12, 0.5)"]),
         ("[stop]\nwin_rate = 'tight'\n", ["stop.win_rate: 'tight' is a string"]),
         ("[stop]\ncomparisons = 'settled'\n", ["stop.comparisons: 'settled' is not known"]),
         ("[stop]\ncomparisons = -0.1\n", ["stop.comparisons: -0.1 is out of range"]),
+        (
+            "[stop]\ncomparisons = 1e-300\n",
+            ["stop.comparisons: 1e-300 is out of range", "(1e-12, 0.5)"],
+        ),
         ("[stop]\nmin_deals = 1000\n", ["stop: no target", "stop.claims"]),
         (
             "[stop]\nwin_rate = 0.01\nmin_deals = 200000\n",
@@ -112,6 +117,17 @@ def test_a_bad_rule_by_set_is_refused(tmp_path):
     path, out = write(tmp_path, BASE + RULE)
     result = run(path, "--set", "stop.win_rate=half")
     assert result.exit_code == 2 and "stop.win_rate: 'half' is not a number" in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key, value", [("win_rate", "1e-200"), ("comparisons", "1e-300")])
+def test_a_half_width_too_narrow_for_any_sweep_is_refused_by_set(tmp_path, key, value):
+    path, out = write(tmp_path, BASE + RULE)
+    result = run(path, "--set", f"stop.{key}={value}")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr
+    assert f"stop.{key}: {value} is out of range" in lines[0] and "(1e-12, 0.5)" in lines[0]
     assert not out.exists()
 
 
@@ -450,6 +466,66 @@ def test_a_claim_over_some_strategies_is_decided_only_as_they_can_decide_it():
         [Cell("one_swap", s) for s in rules.COUNT_STRATEGIES], "better_than_one_in_three"
     )
     assert every.verdict([(0.2, 0.25)] * 4, []) == "refuted"
+
+
+def test_the_deals_a_rule_still_needs_stay_a_count_however_narrow_its_half_width():
+    """A half-width far past what any sweep reaches (here past the config's bounds, which
+    refuse it) needs every deal there is, not an OverflowError: in the progress line, in
+    run.json's record, and after every shard."""
+    import io
+
+    from pipeline.engine.rules import Cell
+    from pipeline.sweep.progress import Progress
+    from pipeline.sweep.stopping import Stopping, StopRule
+
+    cells = [Cell("standard", None), Cell("one_swap", "most"), Cell("one_swap", "fewest")]
+    for rule in (
+        StopRule(win_rate=1e-300),
+        StopRule(comparisons=1e-300),
+        StopRule(win_rate=2e-12, comparisons="decided"),  # the narrowest the config allows
+    ):
+        stopping = Stopping(rule, cells, 10**6)
+        progress = Progress(io.StringIO(), 100, 10**6, 0, 0)
+        progress.target, progress.still_needed = stopping.status, stopping.deals_still_needed
+        for _ in range(3):
+            stopping.add(1000, [80, 370, 330], [[60, 20]])
+            needed = stopping.deals_still_needed()  # None: no difference to decide yet
+            assert needed is None or 0 < needed <= 2**64 - stopping.deals, needed
+            status = progress.status()
+            assert needed is None or f"about {needed:,} more deals needed" in status, status
+        assert isinstance(needed, int)
+        record = stopping.record(None)
+        assert json.loads(json.dumps(record))["deals_still_needed"] == needed
+
+
+def test_a_looser_rule_that_cuts_a_page_says_so(tmp_path, local_ray, monkeypatch):
+    """Ten shards, in pages of four (0-3, 4-7; 8 and 9 in the manifest): a rule that holds at
+    shard 5 cuts page 4-7. Its file goes with the shards past the stop, and the run says so;
+    it is no file of an earlier run that no committed shard lists."""
+    monkeypatch.setenv(PAGE_ENV, "4")
+    body = BASE.replace("deals = 120000", "deals = 10000")
+    path, out = write(tmp_path, body)
+    assert run(path).exit_code == 0
+    pages = json.loads((out / "manifest.json").read_text())["pages"]
+    assert [(p["first"], p["last"]) for p in pages] == [(0, 3), (4, 7)]
+
+    ruled, _ = write(tmp_path, body + "[stop]\nwin_rate = 0.45\nmin_deals = 6000\n", "cut.toml")
+    cut = run(ruled)
+    assert cut.exit_code == 0, cut.output
+    assert "no committed shard lists" not in cut.stderr, cut.stderr
+    assert (
+        "manifest/shards-000004-000007.json: cut at the stopping point (shard 5): its shards "
+        "past it are removed, and this page with them; shards 4-5 are listed in manifest.json "
+        "instead"
+    ) in cut.stderr, cut.stderr
+    assert "4 shard(s) past the stopping point (shard 5) were removed (4 committed before)" in (
+        cut.stderr
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [(p["first"], p["last"]) for p in manifest["pages"]] == [(0, 3)]
+    assert [e["index"] for e in manifest["shards"]] == [4, 5]
+    assert sorted(p.name for p in (out / "manifest").iterdir()) == ["shards-000000-000003.json"]
+    assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
 
 
 def test_the_time_left_is_that_of_the_deals_the_rule_still_needs():
