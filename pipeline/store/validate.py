@@ -85,6 +85,15 @@ def survey(
     return found
 
 
+def leftovers_only(location: Location) -> bool:
+    """Whether all a directory holds is files of clocksweep's naming where it puts them
+    (shard files, pages, temporary files; no run.json, manifest or report): what a run
+    leaves whose records its store lost, and a rerun may take up (it removes them)."""
+    found = survey(location, set())
+    names = set(location.entries()) - set(found.stale)
+    return names <= {SHARDS_DIR, PAGES_DIR} and not found.foreign and not found.blocking
+
+
 def _survey_store(location: Location, committed: Container[str], found: Survey) -> None:
     """An object store: no links, and nothing but files (keys) to find."""
     for info in location.files(PAGES_DIR):
@@ -235,13 +244,7 @@ def open_results(where: str | Location) -> Results:
         )
     run = read_run(location)
     if run is None:
-        holder = location.held_by()
-        if holder is not None:
-            raise ResultsError(
-                f"{location.where}: a clocksweep run (pid {holder}) is starting "
-                f"there and has not written {RUN_FILE} yet; try again shortly"
-            )
-        raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
+        raise no_run_record(location)
     config = run.config
     plan = plan_shards(config["first"], stopped_deals(run), config["shard_size"])
     unusable = version_problem(run) or run_record_mismatch(run)
@@ -312,6 +315,23 @@ def open_results(where: str | Location) -> Results:
         listed_paths=frozenset(listed),
         cell_groups=cell_groups,
     )
+
+
+def no_run_record(location: Location) -> ResultsError:
+    """Why a directory with no run.json cannot be read as results, and what to do."""
+    holder = location.held_by()
+    if holder is not None:
+        return ResultsError(
+            f"{location.where}: a clocksweep run (pid {holder}) is starting "
+            f"there and has not written {RUN_FILE} yet; try again shortly"
+        )
+    if location.kind(MANIFEST_FILE) == "file":  # a store that lost what a run wrote
+        return ResultsError(
+            f"{location.where}: {MANIFEST_FILE} is there but not {RUN_FILE}, which was "
+            "lost; rerun the sweep's command (clocksweep run CONFIG) into it: it checks "
+            "what the manifest lists and redoes what is missing"
+        )
+    return ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
 
 
 def group_entries(location: Location, manifest: dict, plan: ShardPlan, group, schemas):

@@ -452,7 +452,7 @@ def read_state(
                 )
             cells = groups.sweep_cells(cell_groups)
             stopping = Stopping(config.stop, cells, config.deals) if config.stop else None
-            parts, notes, grown = [], [], set()
+            parts, notes, grown = [], lost_record(previous, listed, fresh), set()
             for group in cell_groups:
                 place = group.location(location)
                 if group.index:
@@ -488,6 +488,17 @@ def read_state(
                 "keeps its own files; move it away"
             )
     return State(previous, parts, notes, grown, stopping)
+
+
+def lost_record(previous: RunRecord | None, listed: dict | None, fresh: bool) -> list:
+    """The note (as `State.notes` has them) of a manifest taken up without its run record."""
+    if previous is not None or listed is None or fresh:
+        return []
+    why = (
+        f"{RUN_FILE} is missing (the store lost it?): the shards {MANIFEST_FILE} lists are "
+        "checked, and those that do not verify played again"
+    )
+    return [(None, why, 0)]
 
 
 def old_groups(previous: RunRecord | None) -> list[groups.CellGroup]:
@@ -584,7 +595,7 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
         kept = index is not None and index in state.parts[group].manifest
         plain = index is None or kept or (index, group) in state.grown
         progress.say(problem if plain else f"shard {index}: {problem}; redoing it")
-    if fresh and location.kind(RUN_FILE) == "file":
+    if fresh and "file" in (location.kind(RUN_FILE), location.kind(MANIFEST_FILE)):
         # The results are replaced: their manifest, and the report, which went with them; and
         # the cell groups the old run record names.
         for name in (MANIFEST_FILE, layout.PAGES_DIR, layout.REPORT_DIR):
@@ -746,7 +757,16 @@ def read_previous(
     if previous is None:
         if location.kind(RUN_FILE) == "file":  # one --fresh replaces
             return None, listed
-        if location.exists() and location.entries():
+        if listed is not None:  # ours, its run record lost (a store that lost its state)
+            ours = groups.first_group(config.identity(), config.cells).config_hash
+            if listed["config_hash"] != ours and not fresh:
+                raise layout.ResultsError(
+                    f"output: {where}: its {MANIFEST_FILE} is another config's (hash "
+                    f"{listed['config_hash'][:12]}) and its {RUN_FILE} is missing; use --fresh "
+                    "to start over there"
+                )
+            return None, listed
+        if location.exists() and location.entries() and not validate.leftovers_only(location):
             raise layout.ResultsError(
                 f"output: {where} exists, is not empty and is not a clocksweep results "
                 f"directory (no {RUN_FILE}); choose a new or empty directory"

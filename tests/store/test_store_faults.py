@@ -1,0 +1,205 @@
+"""An object store, and a local directory, that lost what a run wrote, with real parts: a moto
+S3 server in its own process on loopback; runs in this process, on the module's Ray instance.
+
+- a prefix or directory whose run.json is gone but whose manifest is there: named by
+  validate and the report, recovered by a plain rerun or --fresh, another config's refused;
+  one whose records are both gone, its shard files left: taken up by a plain rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+from rows import kernel_rows, sorted_rows
+
+from pipeline.cli import cli
+from pipeline.store import lease as store_lease
+from pipeline.store.location import Location
+from pipeline.store.validate import committed_files
+
+BUCKET = "faults"
+SHARD = 2000
+
+
+def sweep_text(shards: int = 6) -> str:
+    return f"""
+name = "faults"
+seed = 5151
+deals = {shards * SHARD}
+shard_size = {SHARD}
+[grid]
+variant = ["standard", "watch"]
+strategy = ["most"]
+"""
+
+
+def sweep_config(tmp_path, shards: int = 6):
+    """A config file of ``shards`` shards, and its rows as the kernel plays them."""
+    path = tmp_path / f"faults-{shards}.toml"
+    path.write_text(sweep_text(shards))
+    return path, kernel_rows(sweep_text(shards))
+
+
+# Renewed every 3 s, lost after 6 s unrenewed: long enough that a renewal slowed by a loaded
+# machine does not lose it, short enough that a lost one shows within seconds.
+LEASE = "9"
+CONNECT = "4"  # seconds a store may take to answer (CLOCKSWEEP_CONNECT_SECONDS)
+# A run that hangs is ended after this long: the test then fails instead of hanging.
+HANG = 120
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Store:
+    """A moto S3 server in a process of its own (no signatures checked), a client on it."""
+
+    def __init__(self):
+        import boto3
+
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{self.port}",
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.client.create_bucket(Bucket=BUCKET)
+                break
+            except Exception:  # noqa: BLE001 (not listening yet)
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise
+                time.sleep(0.2)
+
+    def uri(self, prefix: str, endpoint: str | None = None) -> str:
+        endpoint = endpoint or f"127.0.0.1:{self.port}"
+        return f"s3://{BUCKET}/{prefix}?endpoint_override={endpoint}&scheme=http"
+
+    def keys(self, prefix: str) -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+    def reset(self) -> None:
+        """The server loses everything (moto's own reset), and the bucket is made anew."""
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/moto-api/reset", method="POST"
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+        self.client.create_bucket(Bucket=BUCKET)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """The server, with credentials and a short lease in the environment (set before the
+    module's Ray instance starts, so that its workers see them)."""
+    settings = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        store_lease.LEASE_ENV: LEASE,
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in settings.items():
+            patch.setenv(key, value)
+        store = Store()
+        try:
+            yield store
+        finally:
+            store.stop()
+
+
+pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, then Ray
+FRESH_RAY = True  # its workers must see the server's credentials
+
+
+def cli_run(*args, obj=None):
+    return CliRunner().invoke(cli, [*map(str, args)], obj=obj)
+
+
+def rows_at(where: str) -> pl.DataFrame:
+    """The committed per-deal rows, read through the store's own filesystem (or locally)."""
+    location = Location(where)
+    paths = [path.split("://", 1)[-1] for path in committed_files(where)]
+    return sorted_rows(pl.from_arrow(ds.dataset(paths, filesystem=location.fs).to_table()))
+
+
+# --- A run record lost, its manifest or shard files left --------------------------------
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_manifest_without_its_run_record_is_recovered(s3, tmp_path, where):
+    if where == "s3":
+        out = s3.uri("norun")
+        location = Location(out)
+    else:
+        out = str(tmp_path / "norun")
+        location = Location(out)
+    config_file, expected = sweep_config(tmp_path)
+    assert cli_run("run", config_file, f"--set=output={out}").exit_code == 0
+    entries = json.loads(Location(out).fs.open_input_stream(location.full("manifest.json")).read())
+    lost = entries["shards"][2]["files"][0]["path"]
+    location.delete("run.json")
+    location.delete(lost)
+
+    for command in (["validate", out], ["report", out, "--out", tmp_path / "report"]):
+        said = cli_run(*command)
+        assert said.exit_code == 2 and "Traceback" not in said.output, said.output
+        (line,) = said.stderr.strip().splitlines()
+        assert "manifest.json is there but not run.json" in line and "rerun" in line, line
+
+    other = cli_run("run", config_file, f"--set=output={out}", "--set=seed=1")
+    assert other.exit_code == 2, other.output
+    assert "another config's" in other.stderr and "--fresh" in other.stderr
+    assert location.kind("run.json") == "missing"  # nothing written
+
+    rerun = cli_run("run", config_file, f"--set=output={out}")
+    assert rerun.exit_code == 0, rerun.output
+    assert "run.json is missing" in rerun.stderr and "1 played" in rerun.stderr, rerun.stderr
+    assert rows_at(out).equals(expected)
+    assert cli_run("validate", out).exit_code == 0
+
+    location.delete("run.json")
+    fresh = cli_run("run", config_file, f"--set=output={out}", "--set=seed=1", "--fresh")
+    assert fresh.exit_code == 0, fresh.output
+    assert rows_at(out).equals(kernel_rows(sweep_text(), seed=1))
+    assert cli_run("validate", out).exit_code == 0
+
+    # Both records lost, the shard files left: taken up (and removed) by a plain rerun; but
+    # not beside a file clocksweep does not write.
+    location.delete("run.json")
+    location.delete("manifest.json")
+    with location.fs.open_output_stream(location.full("notes.txt")) as notes:
+        notes.write(b"not clocksweep's")
+    refused = cli_run("run", config_file, f"--set=output={out}")
+    assert refused.exit_code == 2 and "not a clocksweep results directory" in refused.stderr
+    location.delete("notes.txt")
+    taken_up = cli_run("run", config_file, f"--set=output={out}")
+    assert taken_up.exit_code == 0, taken_up.output
+    assert "removed 12 file(s) of an earlier run" in taken_up.stderr, taken_up.stderr
+    assert rows_at(out).equals(expected)
