@@ -35,7 +35,7 @@ import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
-from pipeline.store.layout import LOCK_FILE, ResultsError
+from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
 LEASE_ENV = "CLOCKSWEEP_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -143,7 +143,8 @@ class Lease:
 
     def _ask(self, verb: str, call, expected):
         """``call()``'s answer, or None where the store answered with an error that
-        ``expected(error)`` accepts; ResultsError naming the cause for any other error."""
+        ``expected(error)`` accepts; for any other error, ResultsError naming the cause (a
+        StoreError unless it is the user's to fix)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -154,7 +155,9 @@ class Lease:
             cause = error
         except BotoCoreError as error:
             cause = error
-        raise ResultsError(
+        code = _error_code(cause)
+        input_error = code == "NoSuchBucket" or code in _REFUSED_CREDENTIALS
+        raise (ResultsError if input_error else StoreError)(
             f"output: {self.where}: cannot {verb} {LOCK_FILE}: {_cause(cause, self.bucket)}"
         )
 

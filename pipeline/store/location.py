@@ -14,7 +14,14 @@ import stat
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.store.layout import LOCK_FILE, PARTIAL_DIR, TEMP_SUFFIX, ResultsError, article
+from pipeline.store.layout import (
+    LOCK_FILE,
+    PARTIAL_DIR,
+    TEMP_SUFFIX,
+    ResultsError,
+    StoreError,
+    article,
+)
 
 
 class Location:
@@ -185,8 +192,8 @@ class Location:
 
     def write_json(self, relative: str, value) -> bytes:
         """Replace a JSON file atomically: a temporary file renamed over it (locally); gives
-        the bytes written. ResultsError, in one line, if it cannot be written (a full disk);
-        the temporary file is removed."""
+        the bytes written. StoreError, in one line, if it cannot be written (a full disk, a
+        store that failed); the temporary file is removed."""
         data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
         if self.guard is not None:
             self.guard()
@@ -197,7 +204,7 @@ class Location:
                 with self.fs.open_output_stream(self.full(relative)) as stream:
                     stream.write(data)
         except OSError as error:
-            raise ResultsError(
+            raise StoreError(
                 f"output: {self.where}: cannot write {relative}: {os_error_text(error)}"
             ) from None
         return data

@@ -24,6 +24,7 @@ from pipeline.store.layout import (
     SHARDS_DIR,
     STALE_TEMP_NAME,
     ResultsError,
+    StoreError,
     article,
     group_directory,
     table_names,
@@ -232,10 +233,38 @@ def stopped_deals(run: RunRecord) -> int:
     return min(config["deals"], (at + 1) * config["shard_size"])
 
 
+def first_look(where: str) -> Location:
+    """``where``, its store asked once whether it is there (a caller can bound that wait: an
+    object store's client retries for minutes where nothing answers); StoreError if the
+    store cannot be reached."""
+    location = Location(where)
+    try:
+        location.exists()
+    except OSError as error:
+        raise unreachable(location, error) from None
+    return location
+
+
+def unreachable(location: Location, error: OSError) -> StoreError:
+    return StoreError(f"{location.where}: cannot be read ({_first_line(error)})")
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def open_results(where: str | Location) -> Results:
     """A results directory's run record and manifest, checked; ResultsError if it is not a
-    results directory whose record can be read (an unreadable manifest is a problem of it)."""
+    results directory whose record can be read (an unreadable manifest is a problem of it),
+    StoreError if its store cannot be reached."""
     location = where if isinstance(where, Location) else Location(where)
+    try:
+        return _open_results(location)
+    except OSError as error:
+        raise unreachable(location, error) from None
+
+
+def _open_results(location: Location) -> Results:
     if not location.exists():
         raise ResultsError(f"{location.where}: no such directory")
     if not location.is_directory():
@@ -398,8 +427,20 @@ def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str
 
 
 def validate(where: str | Location) -> tuple[list[str], dict]:
-    """Check every shard against the manifest: (problems found, figures of what is there)."""
+    """Check every shard against the manifest: (problems found, figures of what is there).
+    StoreError if a file vanishes or a read fails while it checks (a run rewriting the
+    directory, a store that failed): what it found so far says nothing sure."""
     results = open_results(where)
+    try:
+        return _checked(results)
+    except OSError as error:
+        raise StoreError(
+            f"{results.location.where}: the results changed or failed while validate read "
+            f"them ({_first_line(error)}); validate again once no run is writing there"
+        ) from None
+
+
+def _checked(results: Results) -> tuple[list[str], dict]:
     location, run, plan = results.location, results.run, results.plan
     # A run writing there now: what it has not committed yet is its work in flight, not a
     # problem of the directory.

@@ -263,7 +263,7 @@ def run(
     with (
         nullcontext()
         if location.is_local
-        else deadline(f"output: {config.output} did not answer within {{seconds}} s")
+        else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     ):
         lock = location.lock()
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
@@ -436,7 +436,7 @@ def read_state(
     waiting = (
         nullcontext()
         if location.is_local
-        else deadline(f"output: {config.output} did not answer within {{seconds}} s")
+        else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     )
     try:
         with waiting:
@@ -476,7 +476,7 @@ def read_state(
                     groups=max(len(parts), replaced) if part.group.index == 0 else 0,
                 )
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
-        raise layout.ResultsError(
+        raise layout.StoreError(
             f"output: {config.output}: cannot be read "
             f"({(str(error).strip().splitlines() or [''])[0]})"
         ) from None
@@ -995,7 +995,7 @@ def play_all(
             cause = getattr(result, "cause", None)
             if is_disk_full(cause if isinstance(cause, BaseException) else result):
                 committed = min(len(part.manifest) for part in parts)
-                raise layout.ResultsError(
+                raise layout.StoreError(
                     f"output: {config.output}: the disk is full (No space left on device) "
                     f"while shard {shard.index} was written; the {committed} "
                     "shard(s) committed are kept: free space and rerun the same command"

@@ -1,14 +1,22 @@
-"""An object store, and a local directory, that lost what a run wrote, with real parts: a moto
-S3 server in its own process on loopback; runs in this process, on the module's Ray instance.
+"""An object store that fails under a command, with real parts: a moto S3 server in its own
+process on loopback, reached directly or through a TCP proxy on loopback that the tests tell
+to stop forwarding or to act as a given request reaches the store (`proxy.Proxy`); runs in
+this process, on the module's Ray instance; validate and report, where they may hang, in
+processes of their own.
 
 - a prefix or directory whose run.json is gone but whose manifest is there: named by
   validate and the report, recovered by a plain rerun or --fresh, another config's refused;
-  one whose records are both gone, its shard files left: taken up by a plain rerun.
+  one whose records are both gone, its shard files left: taken up by a plain rerun;
+- validate and report on a store that refuses connections or never answers: one line, exit
+  1, within the connect deadline;
+- a file that vanishes while validate reads it: one line, not a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,12 +26,16 @@ import polars as pl
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
+from faults import driver_env
+from proxy import Proxy
 from rows import kernel_rows, sorted_rows
 
+from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
 from pipeline.store import lease as store_lease
 from pipeline.store.location import Location
 from pipeline.store.validate import committed_files
+from pipeline.sweep.cluster import CONNECT_SECONDS_ENV
 
 BUCKET = "faults"
 SHARD = 2000
@@ -138,6 +150,13 @@ pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, the
 FRESH_RAY = True  # its workers must see the server's credentials
 
 
+@pytest.fixture
+def proxy(s3):
+    into = Proxy(("127.0.0.1", s3.port))
+    yield into
+    into.close()
+
+
 def cli_run(*args, obj=None):
     return CliRunner().invoke(cli, [*map(str, args)], obj=obj)
 
@@ -147,6 +166,19 @@ def rows_at(where: str) -> pl.DataFrame:
     location = Location(where)
     paths = [path.split("://", 1)[-1] for path in committed_files(where)]
     return sorted_rows(pl.from_arrow(ds.dataset(paths, filesystem=location.fs).to_table()))
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+
+
+def one_failure_line(code: int, stderr: str, stdout: str = "") -> str:
+    """The one error line of a command that failed (exit 1), with no traceback."""
+    assert "Traceback" not in stderr + stdout, stderr[-2000:]
+    assert code == 1, f"exit {code}: {stderr[-2000:]}"
+    (line,) = error_lines(stderr)
+    assert stderr.strip().splitlines()[-1] == line, stderr[-2000:]
+    return line
 
 
 # --- A run record lost, its manifest or shard files left --------------------------------
@@ -203,3 +235,76 @@ def test_a_manifest_without_its_run_record_is_recovered(s3, tmp_path, where):
     assert taken_up.exit_code == 0, taken_up.output
     assert "removed 12 file(s) of an earlier run" in taken_up.stderr, taken_up.stderr
     assert rows_at(out).equals(expected)
+
+
+# --- validate and report on a store that refuses or never answers ---------------------
+
+
+def test_validate_and_report_on_a_store_down_or_silent(s3, proxy, tmp_path):
+    proxy.pause()  # takes connections, answers nothing
+    stores = {
+        "refused": s3.uri("any", f"127.0.0.1:{free_port()}"),
+        "silent": s3.uri("any", proxy.endpoint),
+    }
+    seconds = 3
+    problems = []
+    for kind, uri in stores.items():
+        for command in (["validate", uri], ["report", uri, "--out", str(tmp_path / kind)]):
+            started = time.monotonic()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from pipeline.cli import cli; cli()", *command],
+                env=driver_env({CONNECT_SECONDS_ENV: str(seconds)}),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # its group: the report's plots process with it
+            )
+            try:
+                stdout, stderr = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:  # (or a process it started holds its output)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+                problems.append(f"{kind} {command[0]}: still waiting after 60 s")
+                continue
+            took = time.monotonic() - started
+            lines = stderr.strip().splitlines()
+            if "Traceback" in stderr or proc.returncode != 1 or len(lines) != 1:
+                problems.append(f"{kind} {command[0]}: exit {proc.returncode}: {stderr[-600:]!r}")
+            elif not lines[0].startswith(ERROR_PREFIX) or "any" not in lines[0]:
+                problems.append(f"{kind} {command[0]}: {lines[0]!r}")
+            elif took > seconds + 15:  # the deadline, and the command's start
+                problems.append(f"{kind} {command[0]}: {took:.0f} s")
+    assert not problems, "\n".join(problems)
+
+
+# --- A file that vanishes while validate reads it -------------------------------------
+
+
+def test_a_file_that_vanishes_while_validate_reads_it(s3, proxy, tmp_path):
+    """The object is deleted as validate comes back to it, having read its footer, to hash
+    it (as a --fresh run's clean-up deletes it under a validate): one line, exit 1."""
+    uri = s3.uri("vanish", proxy.endpoint)
+    config_file, _ = sweep_config(tmp_path)
+    assert cli_run("run", config_file, f"--set=output={uri}").exit_code == 0
+    location = Location(uri)
+    manifest = json.loads(location.fs.open_input_stream(location.full("manifest.json")).read())
+    key = f"vanish/{manifest['shards'][3]['files'][0]['path']}".encode()
+    seen = []
+
+    def on_request(data: bytes) -> None:
+        method, _, rest = data.partition(b" ")
+        if not rest.startswith(f"/{BUCKET}/".encode() + key):
+            return
+        if seen and b"range: bytes=0-" in data.lower():  # the hash's read, after the footer's
+            s3.client.delete_object(Bucket=BUCKET, Key=key.decode())
+            proxy.on_request = None
+        elif method == b"GET":
+            seen.append(data)
+
+    proxy.on_request = on_request
+    checked = cli_run("validate", uri)
+    assert checked.exception is None or isinstance(checked.exception, SystemExit), repr(
+        checked.exception
+    )
+    line = one_failure_line(checked.exit_code, checked.stderr, checked.stdout)
+    assert "changed or failed while validate read them" in line, line
