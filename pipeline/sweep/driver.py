@@ -265,7 +265,7 @@ def run(
         if location.is_local
         else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     ):
-        lock = location.lock()
+        lock = location.lock(answer_within=connect_seconds())
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
     signals, seen = ExitStack(), SignalsSeen()
     # What a run's counts count: shards, or shards x cell groups.
@@ -935,6 +935,7 @@ def play_all(
     pieces_of = {}  # a split unit's assembly -> its pieces
     pieces_said = False  # the first shard split, once said
     manifest = parts[-1].manifest  # the stop rule's
+    lease = parts[0].location.guard  # an object store's lease: its check
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
     held = set()  # the units the early player is still playing, as (shard index, group)
@@ -1130,6 +1131,8 @@ def play_all(
         if early is not None:
             from_early()
         while True:
+            if lease is not None:  # a lease lost stops the run now, not at its next commit
+                lease()
             while len(pending) < in_flight:
                 unit, reads = next_unit()
                 if unit is None:

@@ -1,9 +1,14 @@
 """An object store that fails under a command, with real parts: a moto S3 server in its own
 process on loopback, reached directly or through a TCP proxy on loopback that the tests tell
-to stop forwarding or to act as a given request reaches the store (`proxy.Proxy`); runs in
-this process, on the module's Ray instance; validate and report, where they may hang, in
-processes of their own.
+to stop forwarding or to act as a given request reaches the store (`proxy.Proxy`). A run
+that may hang is a driver in a process of its own, with its own Ray, watched from outside
+(and ended, if it hangs); the rest run in this process, on the module's Ray instance;
+validate and report, where they may hang, in processes of their own.
 
+- a store that stops answering mid-run: the run stops in one line (exit 1) soon after the
+  lease is lost, not at a commit that never comes;
+- a store that loses its state mid-run (the server reset, the bucket made anew): the lease is
+  lost at its next renewal, and a plain rerun recovers the prefix;
 - a prefix or directory whose run.json is gone but whose manifest is there: named by
   validate and the report, recovered by a plain rerun or --fresh, another config's refused;
   one whose records are both gone, its shard files left: taken up by a plain rerun;
@@ -16,17 +21,20 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
-from faults import driver_env
+from faults import driver, driver_env, pausing
+from processes import end_processes
 from proxy import Proxy
 from rows import kernel_rows, sorted_rows
 
@@ -179,6 +187,122 @@ def one_failure_line(code: int, stderr: str, stdout: str = "") -> str:
     (line,) = error_lines(stderr)
     assert stderr.strip().splitlines()[-1] == line, stderr[-2000:]
     return line
+
+
+class Watched:
+    """A driver process whose stderr is read as it comes, line by line, with the time."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.lines = proc, queue.Queue()
+        self.said: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = HANG) -> bool:
+        """Whether a line with ``text`` came before the process ended (or the timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if line is None:
+                return False
+            self.said.append(line)
+            if text in line:
+                return True
+        return False
+
+    def end(self, timeout: float = HANG) -> tuple[int | None, str]:
+        """The exit status (None if it did not end in ``timeout``: then it is killed) and
+        all of stderr."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            code = None
+        while self.wait_for("\0", timeout=5):
+            pass
+        return code, "".join(self.said)
+
+
+def watched_driver(config_file, uri: str, ray_tmp: str, fault: str = "none", **env) -> Watched:
+    environment = {"RAY_TMPDIR": ray_tmp, CONNECT_SECONDS_ENV: CONNECT, **env}
+    return Watched(driver(config_file, uri, "ray.num_cpus=1", fault=fault, env=environment))
+
+
+# --- A store that stops answering mid-run ----------------------------------------------
+
+
+def test_a_store_that_stops_answering_stops_the_run(s3, proxy, tmp_path):
+    """The proxy stops forwarding a second after the run says what it will play: no shard can
+    be written, and no commit comes. The run stops in one line, exit 1, within seconds of
+    the lease's loss (it hung, printing 0 shards done, for as long as it was let run)."""
+    uri = s3.uri("silent", proxy.endpoint)
+    ray_tmp = f"/tmp/csfs{os.getpid()}"
+    config = tmp_path / "many.toml"  # 200 shards: far from done when the store goes silent
+    config.write_text(sweep_text(200))
+    run = watched_driver(config, uri, ray_tmp)
+    try:
+        assert run.wait_for("to play"), "".join(run.said)
+        time.sleep(1)
+        proxy.pause()
+        paused = time.monotonic()
+        code, stderr = run.end()
+        took = time.monotonic() - paused
+    finally:
+        end_processes(ray_tmp, remove=True)
+    assert code is not None, f"still running {HANG} s after the store stopped: {stderr[-800:]}"
+    line = one_failure_line(code, stderr)
+    assert "lost its lease on the output" in line and "rerun the same command" in line, line
+    # Lost within 6 s unrenewed (or 4 s unanswered, or a renewal later), then seconds to stop.
+    assert took < 25, f"stopped {took:.0f} s after the store went silent"
+
+
+# --- A store that loses its state mid-run ----------------------------------------------
+
+
+def test_a_store_that_loses_its_state_loses_the_lease_at_once(s3, tmp_path):
+    """The server reset (and the bucket made anew) once the run has committed a shard: the
+    next renewal is answered NoSuchKey, which loses the lease then, not two thirds of a lease
+    later (the run went on committing meanwhile, with no lease). The run leaves a manifest
+    listing shards whose files are gone, and no run.json: a plain rerun recovers it."""
+    pids, prefix = tmp_path / "pids", "reset"
+    pids.mkdir()
+    uri = s3.uri(prefix)
+    config, expected = sweep_config(tmp_path, 30)  # longer than a few renewals
+    reset = []
+
+    def reset_after_a_commit() -> None:
+        deadline = time.monotonic() + HANG
+        while time.monotonic() < deadline:
+            try:
+                body = s3.client.get_object(Bucket=BUCKET, Key=f"{prefix}/manifest.json")["Body"]
+                if json.loads(body.read())["shards"]:
+                    break
+            except Exception:  # noqa: BLE001 (not written yet)
+                pass
+            time.sleep(0.05)
+        s3.reset()
+        reset.append(time.monotonic())
+
+    threading.Thread(target=reset_after_a_commit, daemon=True).start()
+    result = cli_run("run", config, f"--set=output={uri}", obj={"task": pausing(0.3, str(pids))})
+    assert reset, result.output
+    took = time.monotonic() - reset[0]
+    line = one_failure_line(result.exit_code, result.stderr, result.stdout)
+    assert "lost its lease" in line and ".lock is gone from the store (NoSuchKey)" in line, line
+    assert took < 3 + 12, f"stopped {took:.0f} s after the reset"  # a renewal, then the stop
+
+    rerun = cli_run("run", config, f"--set=output={uri}")
+    assert rerun.exit_code == 0, rerun.output
+    assert rows_at(uri).equals(expected)
+    assert cli_run("validate", uri).exit_code == 0
 
 
 # --- A run record lost, its manifest or shard files left --------------------------------
