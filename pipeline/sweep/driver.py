@@ -9,8 +9,10 @@ number of deals.
 
 Retries are the driver's: a task that raises, or whose worker process dies, is resubmitted up
 to ``ray.max_retries`` more times, each attempt reported as it happens and counted in the
-manifest. A rerun after any interruption (even SIGKILL of the driver) redoes exactly the
-shards that were not committed; shard files are byte-identical wherever they are made.
+manifest, after a pause that doubles with each attempt (`retry_delay`), so that a store
+or node that fails for a moment does not use up a shard's attempts in it. A rerun after any
+interruption (even SIGKILL of the driver) redoes exactly the shards that were not committed;
+shard files are byte-identical wherever they are made.
 """
 
 from __future__ import annotations
@@ -75,6 +77,41 @@ STOP_AHEAD = 2  # under a stop rule, shards started past the prefix: at most thi
 # measure what it gives).
 TAIL_PIECES = 4
 SPLIT_TAIL_ENV = "CLOCKSWEEP_SPLIT_TAIL"
+# A failed unit's next attempt waits RETRY_BACKOFF seconds, doubled for each attempt after
+# (1, 2, 4 s for the three retries by default), up to RETRY_BACKOFF_MAX: a store that fails
+# every request for a second would otherwise fail the shards in flight for good, their
+# attempts used up within it. Only when an attempt runs changes: never its result.
+RETRY_BACKOFF = 1.0
+RETRY_BACKOFF_MAX = 30.0
+
+
+def retry_delay(tried: int) -> float:
+    """Seconds to wait after a unit's ``tried``-th failed attempt before its next."""
+    return min(RETRY_BACKOFF_MAX, RETRY_BACKOFF * 2 ** (tried - 1))
+
+
+class Resting:
+    """Failed units (shard, cell group) waiting out their pause before their next attempt."""
+
+    def __init__(self):
+        self.units: list[tuple[float, tuple[Shard, int]]] = []  # (when it may start, unit)
+
+    def add(self, unit: tuple[Shard, int], tried: int) -> None:
+        self.units.append((time.monotonic() + retry_delay(tried), unit))
+
+    def over(self, retries: deque) -> float:
+        """Units whose pause is over, to ``retries``; the seconds until the next one's is
+        (inf: none is resting)."""
+        clock = time.monotonic()
+        retries.extendleft(unit for when, unit in self.units if when <= clock)
+        self.units = [(when, unit) for when, unit in self.units if when > clock]
+        return min((when - clock for when, _ in self.units), default=float("inf"))
+
+    def __iter__(self):
+        return (unit for _, unit in self.units)
+
+    def __bool__(self) -> bool:
+        return bool(self.units)
 
 
 # --- The plan -----------------------------------------------------------------------------
@@ -947,6 +984,7 @@ def play_all(
     waiting: list[tuple[Shard, int]] = []  # next in order, not ready yet
     given_up: set[int] = set()  # shards out of attempts in some group
     retries: deque[tuple[Shard, int]] = deque()
+    resting = Resting()  # failed, to be retried after a pause
     attempts: dict[tuple[int, int], int] = {}
     # A unit with attempts is in hand (the early player's, or retried).
     upcoming = units_left(shards, parts, taken=attempts)
@@ -967,10 +1005,11 @@ def play_all(
         where = f" of {parts[number].group.directory}" if number else ""
         progress.say(
             f"shard {shard.index} ({shard.first}-{shard.last}){where} failed, attempt {tried} "
-            f"of {allowed}: {why}; {'retrying' if again else 'giving up'}"
+            f"of {allowed}: {why}; "
+            + (f"retrying in {retry_delay(tried):g} s" if again else "giving up")
         )
         if again:
-            retries.appendleft(unit)
+            resting.add(unit, tried)
         elif shard.index not in given_up:
             given_up.add(shard.index)  # the groups after it cannot play it either
             outcome.failed.append(shard.index)
@@ -1133,6 +1172,7 @@ def play_all(
         while True:
             if lease is not None:  # a lease lost stops the run now, not at its next commit
                 lease()
+            pause = resting.over(retries)
             while len(pending) < in_flight:
                 unit, reads = next_unit()
                 if unit is None:
@@ -1151,9 +1191,13 @@ def play_all(
                     settle(part.manifest.flush(), number)
                 if retries or any(needed(u) and earlier(u) is not None for u in waiting):
                     continue
-                break
+                if not resting:
+                    break
+                time.sleep(min(pause, PROGRESS_INTERVAL))
+                progress.tick()
+                continue
             # While the early player is on its last unit, its end is looked for often.
-            wait = EARLY_POLL if held else PROGRESS_INTERVAL
+            wait = min(EARLY_POLL if held else PROGRESS_INTERVAL, pause)
             ready = []
             if pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
@@ -1190,7 +1234,8 @@ def play_all(
                         stopped_here.append((shards[index], number))
                         held.discard((index, number))
                 if not pending and not held and not retries:
-                    break
+                    if not any(needed(unit) for unit in resting):
+                        break
             for node in watch.lost():
                 progress.say(
                     f"node {node['node_id'][:12]} at {node['address']} was lost; its shards are "

@@ -1,9 +1,10 @@
 """An object store that fails under a command, with real parts: a moto S3 server in its own
 process on loopback, reached directly or through a TCP proxy on loopback that the tests tell
-to stop forwarding or to act as a given request reaches the store (`proxy.Proxy`). A run
-that may hang is a driver in a process of its own, with its own Ray, watched from outside
-(and ended, if it hangs); the rest run in this process, on the module's Ray instance;
-validate and report, where they may hang, in processes of their own.
+to stop forwarding, to refuse every request for a moment, or to act as a given request
+reaches the store (`proxy.Proxy`). A run that may hang is a driver in a process of its own,
+with its own Ray, watched from outside (and ended, if it hangs); the rest run in this process,
+on the module's Ray instance; validate and report, where they may hang, in processes of their
+own.
 
 - a store that stops answering mid-run: the run stops in one line (exit 1) soon after the
   lease is lost, not at a commit that never comes;
@@ -12,6 +13,8 @@ validate and report, where they may hang, in processes of their own.
 - a prefix or directory whose run.json is gone but whose manifest is there: named by
   validate and the report, recovered by a plain rerun or --fresh, another config's refused;
   one whose records are both gone, its shard files left: taken up by a plain rerun;
+- a store that refuses every request for two seconds: the shards in flight are retried
+  after pauses, and none fails;
 - validate and report on a store that refuses connections or never answers: one line, exit
   1, within the connect deadline;
 - a file that vanishes while validate reads it: one line, not a traceback.
@@ -359,6 +362,37 @@ def test_a_manifest_without_its_run_record_is_recovered(s3, tmp_path, where):
     assert taken_up.exit_code == 0, taken_up.output
     assert "removed 12 file(s) of an earlier run" in taken_up.stderr, taken_up.stderr
     assert rows_at(out).equals(expected)
+
+
+# --- A store that refuses every request for two seconds -------------------------------
+
+
+def test_a_short_outage_does_not_fail_shards(s3, proxy, tmp_path):
+    """Each shard pauses after its first batch; while the first two pause, the store refuses
+    every request for two seconds. Their attempts fail at once as the outage goes on; the
+    retries come after pauses (1, then 2 s), so none fails for good (before, all four
+    attempts were spent within the outage)."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    uri = s3.uri("outage", proxy.endpoint)
+    config_file, expected = sweep_config(tmp_path)
+
+    def outage() -> None:
+        deadline = time.monotonic() + HANG
+        while not (pids / "shard-0.attempt-1.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proxy.fail()
+        time.sleep(2)
+        proxy.resume()
+
+    threading.Thread(target=outage, daemon=True).start()
+    result = cli_run(
+        "run", config_file, f"--set=output={uri}", obj={"task": pausing(0.5, str(pids))}
+    )
+    assert result.exit_code == 0, result.stderr[-2000:]
+    assert "failed, attempt 1 of 4" in result.stderr and "retrying in 1 s" in result.stderr
+    assert "giving up" not in result.stderr
+    assert rows_at(uri).equals(expected)
 
 
 # --- validate and report on a store that refuses or never answers ---------------------
