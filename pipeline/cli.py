@@ -2,7 +2,9 @@
 
 Heavy imports (numba, Ray, Polars) happen inside the commands that need them, so
 `clocksweep --help` answers at once. Every error a user can cause ends as one line on
-stderr and exit status 2, never a traceback.
+stderr and exit status 2, never a traceback; so does a failure of the storage the results
+are on (a store that cannot be reached or stops answering, a lease lost, a full disk), with
+exit status 1.
 """
 
 from __future__ import annotations
@@ -24,6 +26,40 @@ class InputError(click.ClickException):
     """Bad input from the user: reported as one line, exit status 2."""
 
     exit_code = 2
+
+
+class StoreFailure(click.ClickException):
+    """The results' storage failed the command (`layout.StoreError`), not its input: one
+    line, exit status 1, as for any other failure."""
+
+    exit_code = 1
+
+
+def one_line(error: Exception) -> click.ClickException:
+    """A store layer's or config's error as the command line ends with it."""
+    from pipeline.store import layout
+
+    failed = isinstance(error, layout.StoreError)
+    return (StoreFailure if failed else InputError)(str(error))
+
+
+def first_look(results_path: str, before_exit=None):
+    """RESULTS's store asked once whether it is there, within the connect deadline
+    (CLOCKSWEEP_CONNECT_SECONDS, as `run` has it): its client would wait minutes on a store
+    that takes connections and never answers. Gives its `Location`. ``before_exit``: what to
+    end before the process does, at the deadline."""
+    from contextlib import nullcontext
+
+    from pipeline.store import validate
+    from pipeline.sweep.cluster import deadline
+
+    waiting = (
+        deadline(f"{results_path}: the store did not answer within {{seconds}} s", before_exit, 1)
+        if "://" in results_path
+        else nullcontext()
+    )
+    with waiting:
+        return validate.first_look(results_path)
 
 
 class CleanGroup(click.Group):
@@ -446,7 +482,7 @@ def run(config_path, overrides, dry_run, fresh, address):
             config, fresh=fresh, address=address, **({"task": task} if task is not None else {})
         )
     except (sweep_config.ConfigError, layout.ResultsError) as error:
-        raise InputError(str(error)) from None
+        raise one_line(error) from None
     except sweep.Interrupted as stop:
         exit_interrupted(f"clocksweep: {stop}", stop.signal_number)
     click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
@@ -471,14 +507,15 @@ def validate(results_path):
     Names each problem (missing, truncated or altered files, wrong schema or rows, a shard
     whose entry lacks a table's file or lists another's, gaps or overlaps in the deal ranges,
     files the manifest does not list, results of an older record schema). Exit status 0 if
-    all is well, 1 if problems were found, 2 if RESULTS is not a results directory.
+    all is well, 1 if problems were found or its store failed (or the results changed while
+    read), 2 if RESULTS is not a results directory.
     """
     from pipeline.store import layout, validate
 
     try:
-        problems, figures = validate.validate(results_path)
+        problems, figures = validate.validate(first_look(results_path))
     except layout.ResultsError as error:
-        raise InputError(str(error)) from None
+        raise one_line(error) from None
     for problem in problems:
         click.echo(f"problem: {problem}")
     for note in figures.get("notes", []):
@@ -500,7 +537,7 @@ def build_report(
     results_path: str, replay: int, out_dir: str | None = None, plots_enabled: bool = True
 ):
     """The report as `clocksweep report` makes it (`report.build`); a RESULTS the report
-    cannot read is an InputError."""
+    cannot read is an InputError, a store that fails it a StoreFailure."""
     from pipeline.report import plots
 
     # The plots' process is forked first, while this process is small and has imported
@@ -509,8 +546,11 @@ def build_report(
     with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
         from pipeline.report import document as reporting
         from pipeline.report.reading import ReportError
+        from pipeline.store import layout
 
         try:
+            if "://" in results_path:  # the plots' process is ended first at the deadline
+                first_look(results_path, plotter.close)
             return reporting.build(
                 results_path,
                 replay=replay,
@@ -518,8 +558,13 @@ def build_report(
                 plots_enabled=plots_enabled,
                 plotter=plotter,
             )
+        except layout.ResultsError as error:
+            raise one_line(error) from None
         except ReportError as error:
-            raise InputError(str(error)) from None
+            # The report's reading says a store's failure in an error of its own; the one it
+            # met (its context) still says which status the command ends with.
+            failed = isinstance(error.__context__, layout.StoreError)
+            raise (StoreFailure if failed else InputError)(str(error)) from None
 
 
 @cli.command()

@@ -81,6 +81,12 @@ class ResultsError(ValueError):
     """A path that is not a results directory, or one this run may not write into."""
 
 
+class StoreError(ResultsError):
+    """The output's storage failed the command, not its input: a store that cannot be
+    reached or stops answering, a lease lost, a full disk, results that changed while being
+    read. The command line ends it with the status of a failure (1), not of bad input (2)."""
+
+
 @functools.cache
 def table_names() -> tuple[str, ...]:
     """Every table a shard can have a directory of, in either record mode (asked for only

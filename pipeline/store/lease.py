@@ -8,15 +8,20 @@ ETAG`` replaces or deletes it only if it is still the one read. The lease is the
 - taken by creating it only if absent; if it is there and was renewed less than the lease's
   time ago, the run is refused and the holder named;
 - renewed by the driver (a thread) every third of that time, each renewal conditional on
-  the ETag it last wrote, so a driver whose lease was taken over learns it at once;
+  the ETag it last wrote, so a driver whose lease was taken over learns it at once; so does
+  one whose lease is gone (the store lost its state: reset, or the bucket made anew), since
+  the renewal is then answered NoSuchKey;
 - taken over, when its holder stopped renewing it (a driver killed, a host lost), by
   replacing it only if it is still the stale one read;
 - deleted, conditionally, when the run ends.
 
 Age is judged on the server's clock alone: its ``Date`` header against the object's
-``LastModified``, so hosts whose clocks disagree still agree on a lease's age. A driver that
-has not renewed its lease for two thirds of the lease's time stops before its next commit
-(`check`), which leaves the last third for a write under way to end before a takeover.
+``LastModified``, so hosts whose clocks disagree still agree on a lease's age. A lease not
+renewed for two thirds of its time counts as lost (`check`), which leaves the last third for
+a write under way to end before a takeover; so does one whose renewal the store has not
+answered within the connect deadline the driver gives. The driver asks `check` before every
+record it writes and while it waits for its tasks, so it stops as soon as the lease is lost,
+not at its next commit (which a store that stopped answering never lets come).
 The lease's time is ``CLOCKSWEEP_LEASE_SECONDS`` (default 30): a driver killed without
 ending its run holds the prefix that long.
 
@@ -35,7 +40,7 @@ import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
-from pipeline.store.layout import LOCK_FILE, ResultsError
+from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
 LEASE_ENV = "CLOCKSWEEP_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -66,6 +71,7 @@ def s3_client(where: str):
             "(pip install 'clocksweep[s3]')"
         ) from None
     query = {key: values[-1] for key, values in parse_qs(urlsplit(where).query).items()}
+    renewal = lease_seconds() / 3
     endpoint = query.get("endpoint_override")
     if endpoint and "://" not in endpoint:
         endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
@@ -75,8 +81,12 @@ def s3_client(where: str):
         "aws_access_key_id": query.get("access_key") or None,
         "aws_secret_access_key": query.get("secret_key") or None,
         "aws_session_token": query.get("session_token") or None,
+        # A renewal slower than a third of the lease is overtaken by the next one: no call
+        # waits longer, so that one the store never answers ends in time for the next.
         "config": Config(
-            retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=10, read_timeout=30
+            retries={"max_attempts": 2, "mode": "standard"},
+            connect_timeout=min(10.0, renewal),
+            read_timeout=min(30.0, renewal),
         ),
     }
     # A session of its own reads the environment now (boto3's default session keeps the
@@ -85,8 +95,13 @@ def s3_client(where: str):
     return session.client("s3", **{k: v for k, v in options.items() if v is not None})
 
 
+def _response(error) -> dict:
+    """The store's answer an error carries ({} for one without: a timeout, a lost connection)."""
+    return getattr(error, "response", None) or {}
+
+
 def _error_code(error) -> str:
-    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+    return str(_response(error).get("Error", {}).get("Code", ""))
 
 
 _REFUSED_CREDENTIALS = (
@@ -111,9 +126,13 @@ def _cause(error, bucket: str) -> str:
     return f"cannot reach the store ({error})"
 
 
+# What a store answers about a key it does not hold (the bucket's own absence included).
+_GONE = ("NoSuchKey", "404", "NoSuchBucket")
+
+
 def _refused(error) -> bool:
     """A conditional write refused: the condition did not hold."""
-    status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+    status = _response(error).get("ResponseMetadata", {}).get("HTTPStatusCode")
     code = _error_code(error)
     return status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict")
 
@@ -121,7 +140,7 @@ def _refused(error) -> bool:
 class Lease:
     """The lease on one S3 prefix (see the module's docstring); the `Lock` of object stores."""
 
-    def __init__(self, location):
+    def __init__(self, location, answer_within: float | None = None):
         self.location = location
         self.where = location.where
         self.bucket, _, prefix = location.root.partition("/")
@@ -131,6 +150,10 @@ class Lease:
         self.token = secrets.token_hex(8)
         self.etag: str | None = None
         self.renewed = 0.0  # time.monotonic() of the last write of ours that held
+        # The longest a renewal may wait for the store's answer before the lease counts as
+        # lost (the driver's connect deadline); time.monotonic() of the renewal waiting.
+        self.answer_within = answer_within
+        self.asking: float | None = None
         self.lost: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -143,7 +166,8 @@ class Lease:
 
     def _ask(self, verb: str, call, expected):
         """``call()``'s answer, or None where the store answered with an error that
-        ``expected(error)`` accepts; ResultsError naming the cause for any other error."""
+        ``expected(error)`` accepts; for any other error, ResultsError naming the cause (a
+        StoreError unless it is the user's to fix)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -154,19 +178,22 @@ class Lease:
             cause = error
         except BotoCoreError as error:
             cause = error
-        raise ResultsError(
+        code = _error_code(cause)
+        input_error = code == "NoSuchBucket" or code in _REFUSED_CREDENTIALS
+        raise (ResultsError if input_error else StoreError)(
             f"output: {self.where}: cannot {verb} {LOCK_FILE}: {_cause(cause, self.bucket)}"
         )
 
-    def _put(self, **condition) -> bool:
-        """Write the lease on ``condition``; False if the store refused the condition."""
+    def _put(self, expected=_refused, **condition) -> bool:
+        """Write the lease on ``condition``; False if the store refused it with an error
+        ``expected`` accepts (by default: the condition did not hold)."""
         started = time.monotonic()
         answer = self._ask(
             "write",
             lambda: self.client.put_object(
                 Bucket=self.bucket, Key=self.key, Body=self._body(), **condition
             ),
-            _refused,
+            expected,
         )
         if answer is None:
             return False
@@ -222,20 +249,55 @@ class Lease:
             with self._guard:
                 if self.lost:
                     return
-                try:
-                    if not self._put(IfMatch=self.etag):
-                        self.lost = "another run took the lease over"
-                except ResultsError:
-                    pass  # the store did not answer: try again; `check` counts the time
+                self._renew()
+
+    def _renew(self) -> None:
+        """Write the lease again on the ETag we last wrote. An answer that shows it is not
+        ours any more loses it at once; no answer is tried again (`check` counts the time)."""
+        why = []
+
+        def not_ours(error) -> bool:
+            if _refused(error):
+                why.append("another run took the lease over")
+            elif _error_code(error) in _GONE:
+                why.append(
+                    f"its {LOCK_FILE} is gone from the store ({_error_code(error)}): the store "
+                    "lost what this run wrote there"
+                )
+            return bool(why)
+
+        self.asking = time.monotonic()
+        try:
+            if not self._put(not_ours, IfMatch=self.etag):
+                self.lost = why[0]
+        except ResultsError:
+            pass  # no answer, or an error the next renewal may not meet
+        finally:
+            self.asking = None
+
+    def problem(self) -> str | None:
+        """Why the lease is no longer ours, or None. One not renewed for two thirds of its
+        time counts as lost already, so that the write that follows ends before any other
+        driver may take the lease over."""
+        now, asking = time.monotonic(), self.asking
+        if self.lost:
+            return self.lost
+        if self.answer_within is not None and asking is not None:
+            if now - asking > self.answer_within:
+                return f"the store did not answer within {self.answer_within:g} s"
+        age = now - self.renewed
+        if age > self.seconds * 2 / 3:
+            return f"not renewed for {age:.0f} s"
+        return None
 
     def check(self) -> None:
-        """Raise ResultsError unless the lease is still ours: called before every commit.
-        A lease not renewed for two thirds of its time counts as lost already, so that the
-        write that follows ends before any other driver may take the lease over."""
-        age = time.monotonic() - self.renewed
-        if self.lost or age > self.seconds * 2 / 3:
-            why = self.lost or f"not renewed for {age:.0f} s"
-            raise ResultsError(
+        """Raise StoreError unless the lease is still ours: called before every record is
+        written, and by the driver while it waits. Once lost, it stays lost (the renewals
+        stop, and every later check says the same)."""
+        why = self.problem()
+        if why is not None:
+            self.lost = why
+            raise StoreError(
                 f"output: {self.where}: this run lost its lease on the output ({why}), so it "
                 "stops before committing more; rerun the same command to resume"
             )
@@ -245,16 +307,21 @@ class Lease:
         """The lease names its holder from the start; nothing more to write."""
 
     def release(self, refused: bool = False) -> None:
-        """Stop renewing and delete the lease if it is still ours."""
+        """Stop renewing and delete the lease if it is still ours. A renewal the store has
+        not answered is not waited for: the lease is then left to expire."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        with self._guard:
+        if self._thread is not None and self.lost is None:
+            self._thread.join(timeout=self.seconds / 3)
+        if not self._guard.acquire(blocking=False):
+            return  # a renewal still waits on the store
+        try:
             if self.lost or self.etag is None:
                 return
             try:
                 self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
             except (ClientError, BotoCoreError):
                 pass  # taken over, or the store is gone: the lease then simply expires
+        finally:
+            self._guard.release()

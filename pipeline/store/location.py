@@ -14,7 +14,14 @@ import stat
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.store.layout import LOCK_FILE, PARTIAL_DIR, TEMP_SUFFIX, ResultsError, article
+from pipeline.store.layout import (
+    LOCK_FILE,
+    PARTIAL_DIR,
+    TEMP_SUFFIX,
+    ResultsError,
+    StoreError,
+    article,
+)
 
 
 class Location:
@@ -32,7 +39,10 @@ class Location:
         else:
             self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(where)
         self.root = self.root.rstrip("/") or "/"
-        self.guard = None  # called before every record is written: a lease's check
+        # A lease's check, called before every look at an object store and every record
+        # written: once the lease is lost, nothing more is read, written or deleted (and no
+        # call waits on a store that stopped answering).
+        self.guard = None
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
         self.given_fs = filesystem is not None
 
@@ -64,23 +74,32 @@ class Location:
         scheme = self.where.split("://", 1)[0]
         return f"{scheme}://{self.full(relative)}"
 
+    def _check(self) -> None:
+        if self.guard is not None:
+            self.guard()
+
     def info(self, relative: str) -> pafs.FileInfo:
+        self._check()
         return self.fs.get_file_info(self.full(relative))
 
     def exists(self, relative: str = "") -> bool:
+        self._check()
         path = self.full(relative) if relative else self.root
         return self.fs.get_file_info(path).type != pafs.FileType.NotFound
 
     def is_directory(self) -> bool:
+        self._check()
         return self.fs.get_file_info(self.root).type == pafs.FileType.Directory
 
     def files(self, relative: str) -> list[pafs.FileInfo]:
         """Every file under a directory, recursively (none if it does not exist)."""
+        self._check()
         selector = pafs.FileSelector(self.full(relative), recursive=True, allow_not_found=True)
         return [info for info in self.fs.get_file_info(selector) if info.is_file]
 
     def entries(self) -> list[str]:
         """Names directly in the results directory (the run lock aside)."""
+        self._check()
         selector = pafs.FileSelector(self.root, allow_not_found=True)
         return [
             info.base_name
@@ -88,23 +107,23 @@ class Location:
             if info.base_name != LOCK_FILE
         ]
 
-    def lock(self, tries: int = 5) -> Lock | None:
+    def lock(self, tries: int = 5, answer_within: float | None = None) -> Lock | None:
         """Hold this directory for one driver (local paths; the OS releases it if we die).
 
         Taken before anything in the directory is read, so that what is read stays true while
         the lock is held; the driver writes its pid into it (`Lock.claim`) only once the
         directory is known to be one it may use. Gives the `Lock`, to keep; ResultsError if
         another run holds it, or if ``.lock`` is not a lock file of ours (a link, a directory,
-        a file with other names). On S3 the lock is a lease (`lease.Lease`), and every write
-        of a record afterwards checks that it is still held; other object stores have no such
-        lock: one driver per output there is the user's affair.
+        a file with other names). On S3 it is a lease (`lease.Lease`), checked before every look
+        at the store and record written (a renewal unanswered for ``answer_within`` s loses it);
+        other object stores have none: one driver per output there is the user's affair.
         """
         if not self.is_local:
             if self.where.split("://", 1)[0] != "s3":
                 return None
             from pipeline.store.lease import Lease
 
-            lease = Lease(self).acquire()
+            lease = Lease(self, answer_within).acquire()
             self.guard = lease.check
             return lease
         import fcntl
@@ -185,11 +204,10 @@ class Location:
 
     def write_json(self, relative: str, value) -> bytes:
         """Replace a JSON file atomically: a temporary file renamed over it (locally); gives
-        the bytes written. ResultsError, in one line, if it cannot be written (a full disk);
-        the temporary file is removed."""
+        the bytes written. StoreError, in one line, if it cannot be written (a full disk, a
+        store that failed); the temporary file is removed."""
         data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
-        if self.guard is not None:
-            self.guard()
+        self._check()
         try:
             if self.is_local:
                 self._write_local(self.full(relative), data)
@@ -197,7 +215,7 @@ class Location:
                 with self.fs.open_output_stream(self.full(relative)) as stream:
                     stream.write(data)
         except OSError as error:
-            raise ResultsError(
+            raise StoreError(
                 f"output: {self.where}: cannot write {relative}: {os_error_text(error)}"
             ) from None
         return data
@@ -223,6 +241,7 @@ class Location:
     def delete(self, relative: str) -> None:
         """Remove a file or directory tree of ours. Locally a symbolic link is removed, never
         followed (nor is any link inside the tree)."""
+        self._check()
         if self.is_local:
             path = self.full(relative)
             if os.path.islink(path) or os.path.isfile(path):

@@ -24,6 +24,7 @@ from pipeline.store.layout import (
     SHARDS_DIR,
     STALE_TEMP_NAME,
     ResultsError,
+    StoreError,
     article,
     group_directory,
     table_names,
@@ -83,6 +84,15 @@ def survey(
     else:
         _survey_store(location, committed, found)
     return found
+
+
+def leftovers_only(location: Location) -> bool:
+    """Whether all a directory holds is files of clocksweep's naming where it puts them
+    (shard files, pages, temporary files; no run.json, manifest or report): what a run
+    leaves whose records its store lost, and a rerun may take up (it removes them)."""
+    found = survey(location, set())
+    names = set(location.entries()) - set(found.stale)
+    return names <= {SHARDS_DIR, PAGES_DIR} and not found.foreign and not found.blocking
 
 
 def _survey_store(location: Location, committed: Container[str], found: Survey) -> None:
@@ -223,10 +233,38 @@ def stopped_deals(run: RunRecord) -> int:
     return min(config["deals"], (at + 1) * config["shard_size"])
 
 
+def first_look(where: str) -> Location:
+    """``where``, its store asked once whether it is there (a caller can bound that wait: an
+    object store's client retries for minutes where nothing answers); StoreError if the
+    store cannot be reached."""
+    location = Location(where)
+    try:
+        location.exists()
+    except OSError as error:
+        raise unreachable(location, error) from None
+    return location
+
+
+def unreachable(location: Location, error: OSError) -> StoreError:
+    return StoreError(f"{location.where}: cannot be read ({_first_line(error)})")
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def open_results(where: str | Location) -> Results:
     """A results directory's run record and manifest, checked; ResultsError if it is not a
-    results directory whose record can be read (an unreadable manifest is a problem of it)."""
+    results directory whose record can be read (an unreadable manifest is a problem of it),
+    StoreError if its store cannot be reached."""
     location = where if isinstance(where, Location) else Location(where)
+    try:
+        return _open_results(location)
+    except OSError as error:
+        raise unreachable(location, error) from None
+
+
+def _open_results(location: Location) -> Results:
     if not location.exists():
         raise ResultsError(f"{location.where}: no such directory")
     if not location.is_directory():
@@ -235,13 +273,7 @@ def open_results(where: str | Location) -> Results:
         )
     run = read_run(location)
     if run is None:
-        holder = location.held_by()
-        if holder is not None:
-            raise ResultsError(
-                f"{location.where}: a clocksweep run (pid {holder}) is starting "
-                f"there and has not written {RUN_FILE} yet; try again shortly"
-            )
-        raise ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
+        raise no_run_record(location)
     config = run.config
     plan = plan_shards(config["first"], stopped_deals(run), config["shard_size"])
     unusable = version_problem(run) or run_record_mismatch(run)
@@ -319,6 +351,23 @@ def add_group(location: Location, group, plan: ShardPlan, schemas, entries, prob
             continue
         entries[index] = merged(entries[index], mine, group)
     return {group.path(path) for path in listed}
+
+
+def no_run_record(location: Location) -> ResultsError:
+    """Why a directory with no run.json cannot be read as results, and what to do."""
+    holder = location.held_by()
+    if holder is not None:
+        return ResultsError(
+            f"{location.where}: a clocksweep run (pid {holder}) is starting "
+            f"there and has not written {RUN_FILE} yet; try again shortly"
+        )
+    if location.kind(MANIFEST_FILE) == "file":  # a store that lost what a run wrote
+        return ResultsError(
+            f"{location.where}: {MANIFEST_FILE} is there but not {RUN_FILE}, which was "
+            "lost; rerun the sweep's command (clocksweep run CONFIG) into it: it checks "
+            "what the manifest lists and redoes what is missing"
+        )
+    return ResultsError(f"{location.where}: not a clocksweep results directory (no {RUN_FILE})")
 
 
 def group_entries(location: Location, manifest: dict, plan: ShardPlan, group, schemas):
@@ -407,8 +456,20 @@ def missing_problem(results: Results) -> str | None:
 
 
 def validate(where: str | Location) -> tuple[list[str], dict]:
-    """Check every shard against the manifest: (problems found, figures of what is there)."""
+    """Check every shard against the manifest: (problems found, figures of what is there).
+    StoreError if a file vanishes or a read fails while it checks (a run rewriting the
+    directory, a store that failed): what it found so far says nothing sure."""
     results = open_results(where)
+    try:
+        return _checked(results)
+    except OSError as error:
+        raise StoreError(
+            f"{results.location.where}: the results changed or failed while validate read "
+            f"them ({_first_line(error)}); validate again once no run is writing there"
+        ) from None
+
+
+def _checked(results: Results) -> tuple[list[str], dict]:
     location, run, plan = results.location, results.run, results.plan
     # A run writing there now: what it has not committed yet is its work in flight, not a
     # problem of the directory.

@@ -168,12 +168,13 @@ def shut_down() -> None:
 
 
 @contextmanager
-def deadline(message: str, before_exit=None):
+def deadline(message: str, before_exit=None, status: int = 2):
     """Unless the block ends within CONNECT_SECONDS (or CLOCKSWEEP_CONNECT_SECONDS), end the
     process with the one-line error ``message`` (``{seconds}`` in it replaced by the seconds)
-    and exit status 2: for a wait inside Ray or an object store's client that cannot be
-    interrupted otherwise. Only used before anything is written; ``before_exit`` undoes
-    what was made to get there (the lock file)."""
+    and exit ``status`` (2: an address that is not what it was said to be; 1: an object
+    store that stopped answering): for a wait inside Ray or an object store's client that
+    cannot be interrupted otherwise. Only used before anything is written; ``before_exit``
+    undoes what was made to get there (the lock file)."""
 
     seconds = connect_seconds()
 
@@ -182,7 +183,7 @@ def deadline(message: str, before_exit=None):
             before_exit()
         sys.stderr.write(f"{ERROR_PREFIX}{message.replace('{seconds}', f'{seconds:g}')}\n")
         sys.stderr.flush()
-        os._exit(2)
+        os._exit(status)
 
     timer = threading.Timer(seconds, give_up)
     timer.daemon = True

@@ -9,8 +9,10 @@ number of deals.
 
 Retries are the driver's: a task that raises, or whose worker process dies, is resubmitted up
 to ``ray.max_retries`` more times, each attempt reported as it happens and counted in the
-manifest. A rerun after any interruption (even SIGKILL of the driver) redoes exactly the
-shards that were not committed; shard files are byte-identical wherever they are made.
+manifest, after a pause that doubles with each attempt (`retry_delay`), so that a store
+or node that fails for a moment does not use up a shard's attempts in it. A rerun after any
+interruption (even SIGKILL of the driver) redoes exactly the shards that were not committed;
+shard files are byte-identical wherever they are made.
 """
 
 from __future__ import annotations
@@ -75,6 +77,41 @@ STOP_AHEAD = 2  # under a stop rule, shards started past the prefix: at most thi
 # measure what it gives).
 TAIL_PIECES = 4
 SPLIT_TAIL_ENV = "CLOCKSWEEP_SPLIT_TAIL"
+# A failed unit's next attempt waits RETRY_BACKOFF seconds, doubled for each attempt after
+# (1, 2, 4 s for the three retries by default), up to RETRY_BACKOFF_MAX: a store that fails
+# every request for a second would otherwise fail the shards in flight for good, their
+# attempts used up within it. Only when an attempt runs changes: never its result.
+RETRY_BACKOFF = 1.0
+RETRY_BACKOFF_MAX = 30.0
+
+
+def retry_delay(tried: int) -> float:
+    """Seconds to wait after a unit's ``tried``-th failed attempt before its next."""
+    return min(RETRY_BACKOFF_MAX, RETRY_BACKOFF * 2 ** (tried - 1))
+
+
+class Resting:
+    """Failed units (shard, cell group) waiting out their pause before their next attempt."""
+
+    def __init__(self):
+        self.units: list[tuple[float, tuple[Shard, int]]] = []  # (when it may start, unit)
+
+    def add(self, unit: tuple[Shard, int], tried: int) -> None:
+        self.units.append((time.monotonic() + retry_delay(tried), unit))
+
+    def over(self, retries: deque) -> float:
+        """Units whose pause is over, to ``retries``; the seconds until the next one's is
+        (inf: none is resting)."""
+        clock = time.monotonic()
+        retries.extendleft(unit for when, unit in self.units if when <= clock)
+        self.units = [(when, unit) for when, unit in self.units if when > clock]
+        return min((when - clock for when, _ in self.units), default=float("inf"))
+
+    def __iter__(self):
+        return (unit for _, unit in self.units)
+
+    def __bool__(self) -> bool:
+        return bool(self.units)
 
 
 # --- The plan -----------------------------------------------------------------------------
@@ -229,9 +266,9 @@ def run(
     with (
         nullcontext()
         if location.is_local
-        else deadline(f"output: {config.output} did not answer within {{seconds}} s")
+        else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     ):
-        lock = location.lock()
+        lock = location.lock(answer_within=connect_seconds())
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
     signals, watchdog = ExitStack(), None
     # What a run's counts count: shards, or shards x cell groups.
@@ -403,7 +440,7 @@ def read_state(
     waiting = (
         nullcontext()
         if location.is_local
-        else deadline(f"output: {config.output} did not answer within {{seconds}} s")
+        else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     )
     try:
         with waiting:
@@ -419,7 +456,7 @@ def read_state(
                 )
             cells = groups.sweep_cells(cell_groups)
             stopping = Stopping(config.stop, cells, config.deals) if config.stop else None
-            parts, notes, grown = [], [], set()
+            parts, notes, grown = [], lost_record(previous, listed, fresh), set()
             for group in cell_groups:
                 place = group.location(location)
                 if group.index:
@@ -443,7 +480,7 @@ def read_state(
                     groups=max(len(parts), replaced) if part.group.index == 0 else 0,
                 )
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
-        raise layout.ResultsError(
+        raise layout.StoreError(
             f"output: {config.output}: cannot be read "
             f"({(str(error).strip().splitlines() or [''])[0]})"
         ) from None
@@ -455,6 +492,17 @@ def read_state(
                 "keeps its own files; move it away"
             )
     return State(previous, parts, notes, grown, stopping)
+
+
+def lost_record(previous: RunRecord | None, listed: dict | None, fresh: bool) -> list:
+    """The note (as `State.notes` has them) of a manifest taken up without its run record."""
+    if previous is not None or listed is None or fresh:
+        return []
+    why = (
+        f"{RUN_FILE} is missing (the store lost it?): the shards {MANIFEST_FILE} lists are "
+        "checked, and those that do not verify played again"
+    )
+    return [(None, why, 0)]
 
 
 def old_groups(previous: RunRecord | None) -> list[groups.CellGroup]:
@@ -551,7 +599,7 @@ def clean_up(location: Location, state: State, fresh: bool, progress: Progress) 
         kept = index is not None and index in state.parts[group].manifest
         plain = index is None or kept or (index, group) in state.grown
         progress.say(problem if plain else f"shard {index}: {problem}; redoing it")
-    if fresh and location.kind(RUN_FILE) == "file":
+    if fresh and "file" in (location.kind(RUN_FILE), location.kind(MANIFEST_FILE)):
         # The results are replaced: their manifest, and the report, which went with them; and
         # the cell groups the old run record names.
         for name in (MANIFEST_FILE, layout.PAGES_DIR, layout.REPORT_DIR):
@@ -710,7 +758,16 @@ def read_previous(
     if previous is None:
         if location.kind(RUN_FILE) == "file":  # one --fresh replaces
             return None, listed
-        if location.exists() and location.entries():
+        if listed is not None:  # ours, its run record lost (a store that lost its state)
+            ours = groups.first_group(config.identity(), config.cells).config_hash
+            if listed["config_hash"] != ours and not fresh:
+                raise layout.ResultsError(
+                    f"output: {where}: its {MANIFEST_FILE} is another config's (hash "
+                    f"{listed['config_hash'][:12]}) and its {RUN_FILE} is missing; use --fresh "
+                    "to start over there"
+                )
+            return None, listed
+        if location.exists() and location.entries() and not validate.leftovers_only(location):
             raise layout.ResultsError(
                 f"output: {where} exists, is not empty and is not a clocksweep results "
                 f"directory (no {RUN_FILE}); choose a new or empty directory"
@@ -890,6 +947,7 @@ def play_all(
     pieces_of = {}  # a split unit's assembly -> its pieces
     pieces_said = False  # the first shard split, once said
     manifest = parts[-1].manifest  # the stop rule's
+    lease = parts[0].location.guard  # an object store's lease: its check
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
     held = set()  # the units the early player is still playing, as (shard index, group)
@@ -901,6 +959,7 @@ def play_all(
     waiting: list[tuple[Shard, int]] = []  # next in order, not ready yet
     given_up: set[int] = set()  # shards out of attempts in some group
     retries: deque[tuple[Shard, int]] = deque()
+    resting = Resting()  # failed, to be retried after a pause
     attempts: dict[tuple[int, int], int] = {}
     # A unit with attempts is in hand (the early player's, or retried).
     upcoming = units_left(shards, parts, taken=attempts)
@@ -921,10 +980,11 @@ def play_all(
         where = f" of {parts[number].group.directory}" if number else ""
         progress.say(
             f"shard {shard.index} ({shard.first}-{shard.last}){where} failed, attempt {tried} "
-            f"of {allowed}: {why}; {'retrying' if again else 'giving up'}"
+            f"of {allowed}: {why}; "
+            + (f"retrying in {retry_delay(tried):g} s" if again else "giving up")
         )
         if again:
-            retries.appendleft(unit)
+            resting.add(unit, tried)
         elif shard.index not in given_up:
             given_up.add(shard.index)  # the groups after it cannot play it either
             outcome.failed.append(shard.index)
@@ -950,7 +1010,7 @@ def play_all(
             cause = getattr(result, "cause", None)
             if is_disk_full(cause if isinstance(cause, BaseException) else result):
                 committed = min(len(part.manifest) for part in parts)
-                raise layout.ResultsError(
+                raise layout.StoreError(
                     f"output: {config.output}: the disk is full (No space left on device) "
                     f"while shard {shard.index} was written; the {committed} "
                     "shard(s) committed are kept: free space and rerun the same command"
@@ -1085,6 +1145,9 @@ def play_all(
         if early is not None:
             from_early()
         while True:
+            if lease is not None:  # a lease lost stops the run now, not at its next commit
+                lease()
+            pause = resting.over(retries)
             while len(pending) < in_flight:
                 unit, reads = next_unit()
                 if unit is None:
@@ -1103,9 +1166,13 @@ def play_all(
                     settle(part.manifest.flush(), number)
                 if retries or any(needed(u) and earlier(u) is not None for u in waiting):
                     continue
-                break
+                if not resting:
+                    break
+                time.sleep(min(pause, PROGRESS_INTERVAL))
+                progress.tick()
+                continue
             # While the early player is on its last unit, its end is looked for often.
-            wait = EARLY_POLL if held else PROGRESS_INTERVAL
+            wait = min(EARLY_POLL if held else PROGRESS_INTERVAL, pause)
             ready = []
             if pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
@@ -1142,7 +1209,8 @@ def play_all(
                         stopped_here.append((shards[index], number))
                         held.discard((index, number))
                 if not pending and not held and not retries:
-                    break
+                    if not any(needed(unit) for unit in resting):
+                        break
             for node in watch.lost():
                 progress.say(
                     f"node {node['node_id'][:12]} at {node['address']} was lost; its shards are "

@@ -192,8 +192,10 @@ def rows_of(store: Store, prefix: str) -> pl.DataFrame:
     return sorted_rows(pl.from_arrow(ds.dataset(paths, filesystem=location.fs).to_table()))
 
 
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
+def one_error_line(result, status: int = 2) -> str:
+    """The one error line of a command that ended with ``status`` (2: bad input; 1: the
+    store failed it)."""
+    assert result.exit_code == status, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("clocksweep: error: "), result.stderr
     return lines[0]
@@ -472,7 +474,7 @@ def test_wrong_credentials(s3, config_file, monkeypatch, wrong):
 def test_an_endpoint_that_refuses(config_file, monkeypatch):
     monkeypatch.setenv("CLOCKSWEEP_CONNECT_SECONDS", "5")
     uri = f"s3://{BUCKET}/p?endpoint_override=127.0.0.1:{free_port()}&scheme=http"
-    line = one_error_line(sweep(config_file, uri))
+    line = one_error_line(sweep(config_file, uri), status=1)  # the store's failure, not input
     assert uri in line and "cannot reach" in line
 
 

@@ -78,21 +78,24 @@ def raised(result) -> str | None:
     return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
 
 
-def one_line_problem(code: int, stdout: str, stderr: str, error: str | None = None) -> str | None:
-    """What keeps an outcome from being a one-line error (exit 2, one stderr line starting
-    'clocksweep: error: ', no traceback), or None."""
+def one_line_problem(
+    code: int, stdout: str, stderr: str, error: str | None = None, status: int = 2
+) -> str | None:
+    """What keeps an outcome from being a one-line error (exit ``status``: 2 for bad input,
+    1 for a failure of the storage; one stderr line starting 'clocksweep: error: ', no
+    traceback), or None."""
     if error:
         return f"raised {error}"
     if "Traceback" in stdout + stderr:
         return f"traceback: {stderr.strip()[-400:]!r}"
     lines = stderr.strip().splitlines()
-    if code != 2 or len(lines) != 1 or not lines[0].startswith(ERROR_PREFIX):
+    if code != status or len(lines) != 1 or not lines[0].startswith(ERROR_PREFIX):
         return f"exit {code}, stderr {stderr.strip()[-400:]!r}"
     return None
 
 
-def cli_one_line_problem(result) -> str | None:
-    return one_line_problem(result.exit_code, result.stdout, result.stderr, raised(result))
+def cli_one_line_problem(result, status: int = 2) -> str | None:
+    return one_line_problem(result.exit_code, result.stdout, result.stderr, raised(result), status)
 
 
 def content(out: Path) -> pl.DataFrame:
@@ -469,8 +472,8 @@ def test_disk_full_while_run_json_written(tmp_path, tmpfs):
     problem = disk_full_problem(full)
     if problem:
         problems.append(f"the run on a full disk: {problem}")
-    elif cli_one_line_problem(full) and full.exit_code == 2:
-        problems.append(f"not a one-line error: {cli_one_line_problem(full)}")
+    elif cli_one_line_problem(full, status=1):  # a full disk is no input error
+        problems.append(f"not a one-line error: {cli_one_line_problem(full, status=1)}")
     left = sorted(p.name for p in out.glob(".*.tmp")) + stray_temporaries(out)
     if left:
         problems.append(f"temporary files left: {sorted(set(left))}")

@@ -1,0 +1,468 @@
+"""An object store that fails under a command, with real parts: a moto S3 server in its own
+process on loopback, reached directly or through a TCP proxy on loopback that the tests tell
+to stop forwarding, to refuse every request for a moment, or to act as a given request
+reaches the store (`proxy.Proxy`). A run that may hang is a driver in a process of its own,
+with its own Ray, watched from outside (and ended, if it hangs); the rest run in this process,
+on the module's Ray instance; validate and report, where they may hang, in processes of their
+own.
+
+- a store that stops answering mid-run: the run stops in one line (exit 1) soon after the
+  lease is lost, not at a commit that never comes;
+- a store that loses its state mid-run (the server reset, the bucket made anew): the lease is
+  lost at its next renewal, and a plain rerun recovers the prefix;
+- a prefix or directory whose run.json is gone but whose manifest is there: named by
+  validate and the report, recovered by a plain rerun or --fresh, another config's refused;
+  one whose records are both gone, its shard files left: taken up by a plain rerun;
+- a store that refuses every request for two seconds: the shards in flight are retried
+  after pauses, and none fails;
+- validate and report on a store that refuses connections or never answers: one line, exit
+  1, within the connect deadline;
+- a file that vanishes while validate reads it: one line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+from faults import driver, driver_env, pausing
+from processes import end_processes
+from proxy import Proxy
+from rows import kernel_rows, sorted_rows
+
+from pipeline import ERROR_PREFIX
+from pipeline.cli import cli
+from pipeline.store import lease as store_lease
+from pipeline.store.location import Location
+from pipeline.store.validate import committed_files
+from pipeline.sweep.cluster import CONNECT_SECONDS_ENV
+
+BUCKET = "faults"
+SHARD = 2000
+
+
+def sweep_text(shards: int = 6) -> str:
+    return f"""
+name = "faults"
+seed = 5151
+deals = {shards * SHARD}
+shard_size = {SHARD}
+[grid]
+variant = ["standard", "watch"]
+strategy = ["most"]
+"""
+
+
+def sweep_config(tmp_path, shards: int = 6):
+    """A config file of ``shards`` shards, and its rows as the kernel plays them."""
+    path = tmp_path / f"faults-{shards}.toml"
+    path.write_text(sweep_text(shards))
+    return path, kernel_rows(sweep_text(shards))
+
+
+# Renewed every 3 s, lost after 6 s unrenewed: long enough that a renewal slowed by a loaded
+# machine does not lose it, short enough that a lost one shows within seconds.
+LEASE = "9"
+CONNECT = "4"  # seconds a store may take to answer (CLOCKSWEEP_CONNECT_SECONDS)
+# A run that hangs is ended after this long: the test then fails instead of hanging.
+HANG = 120
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Store:
+    """A moto S3 server in a process of its own (no signatures checked), a client on it."""
+
+    def __init__(self):
+        import boto3
+
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{self.port}",
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.client.create_bucket(Bucket=BUCKET)
+                break
+            except Exception:  # noqa: BLE001 (not listening yet)
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise
+                time.sleep(0.2)
+
+    def uri(self, prefix: str, endpoint: str | None = None) -> str:
+        endpoint = endpoint or f"127.0.0.1:{self.port}"
+        return f"s3://{BUCKET}/{prefix}?endpoint_override={endpoint}&scheme=http"
+
+    def keys(self, prefix: str) -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+    def reset(self) -> None:
+        """The server loses everything (moto's own reset), and the bucket is made anew."""
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/moto-api/reset", method="POST"
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+        self.client.create_bucket(Bucket=BUCKET)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """The server, with credentials and a short lease in the environment (set before the
+    module's Ray instance starts, so that its workers see them)."""
+    settings = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        store_lease.LEASE_ENV: LEASE,
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in settings.items():
+            patch.setenv(key, value)
+        store = Store()
+        try:
+            yield store
+        finally:
+            store.stop()
+
+
+pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, then Ray
+FRESH_RAY = True  # its workers must see the server's credentials
+
+
+@pytest.fixture
+def proxy(s3):
+    into = Proxy(("127.0.0.1", s3.port))
+    yield into
+    into.close()
+
+
+def cli_run(*args, obj=None):
+    return CliRunner().invoke(cli, [*map(str, args)], obj=obj)
+
+
+def rows_at(where: str) -> pl.DataFrame:
+    """The committed per-deal rows, read through the store's own filesystem (or locally)."""
+    location = Location(where)
+    paths = [path.split("://", 1)[-1] for path in committed_files(where)]
+    return sorted_rows(pl.from_arrow(ds.dataset(paths, filesystem=location.fs).to_table()))
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+
+
+def one_failure_line(code: int, stderr: str, stdout: str = "") -> str:
+    """The one error line of a command that failed (exit 1), with no traceback."""
+    assert "Traceback" not in stderr + stdout, stderr[-2000:]
+    assert code == 1, f"exit {code}: {stderr[-2000:]}"
+    (line,) = error_lines(stderr)
+    assert stderr.strip().splitlines()[-1] == line, stderr[-2000:]
+    return line
+
+
+class Watched:
+    """A driver process whose stderr is read as it comes, line by line, with the time."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.lines = proc, queue.Queue()
+        self.said: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = HANG) -> bool:
+        """Whether a line with ``text`` came before the process ended (or the timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if line is None:
+                return False
+            self.said.append(line)
+            if text in line:
+                return True
+        return False
+
+    def end(self, timeout: float = HANG) -> tuple[int | None, str]:
+        """The exit status (None if it did not end in ``timeout``: then it is killed) and
+        all of stderr."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            code = None
+        while self.wait_for("\0", timeout=5):
+            pass
+        return code, "".join(self.said)
+
+
+def watched_driver(config_file, uri: str, ray_tmp: str, fault: str = "none", **env) -> Watched:
+    environment = {"RAY_TMPDIR": ray_tmp, CONNECT_SECONDS_ENV: CONNECT, **env}
+    return Watched(driver(config_file, uri, "ray.num_cpus=1", fault=fault, env=environment))
+
+
+# --- A store that stops answering mid-run ----------------------------------------------
+
+
+def test_a_store_that_stops_answering_stops_the_run(s3, proxy, tmp_path):
+    """The proxy stops forwarding a second after the run says what it will play: no shard can
+    be written, and no commit comes. The run stops in one line, exit 1, within seconds of
+    the lease's loss (it hung, printing 0 shards done, for as long as it was let run)."""
+    uri = s3.uri("silent", proxy.endpoint)
+    ray_tmp = f"/tmp/csfs{os.getpid()}"
+    config = tmp_path / "many.toml"  # 200 shards: far from done when the store goes silent
+    config.write_text(sweep_text(200))
+    run = watched_driver(config, uri, ray_tmp)
+    try:
+        assert run.wait_for("to play"), "".join(run.said)
+        time.sleep(1)
+        proxy.pause()
+        paused = time.monotonic()
+        code, stderr = run.end()
+        took = time.monotonic() - paused
+    finally:
+        end_processes(ray_tmp, remove=True)
+    assert code is not None, f"still running {HANG} s after the store stopped: {stderr[-800:]}"
+    line = one_failure_line(code, stderr)
+    assert "lost its lease on the output" in line and "rerun the same command" in line, line
+    # Lost within 6 s unrenewed (or 4 s unanswered, or a renewal later), then seconds to stop.
+    assert took < 25, f"stopped {took:.0f} s after the store went silent"
+
+
+# --- A store that loses its state mid-run ----------------------------------------------
+
+
+def test_a_store_that_loses_its_state_loses_the_lease_at_once(s3, tmp_path):
+    """The server reset (and the bucket made anew) once the run has committed a shard: the
+    next renewal is answered NoSuchKey, which loses the lease then, not two thirds of a lease
+    later (the run went on committing meanwhile, with no lease). The run leaves a manifest
+    listing shards whose files are gone, and no run.json: a plain rerun recovers it."""
+    pids, prefix = tmp_path / "pids", "reset"
+    pids.mkdir()
+    uri = s3.uri(prefix)
+    config, expected = sweep_config(tmp_path, 30)  # longer than a few renewals
+    reset = []
+
+    def reset_after_a_commit() -> None:
+        deadline = time.monotonic() + HANG
+        while time.monotonic() < deadline:
+            try:
+                body = s3.client.get_object(Bucket=BUCKET, Key=f"{prefix}/manifest.json")["Body"]
+                if json.loads(body.read())["shards"]:
+                    break
+            except Exception:  # noqa: BLE001 (not written yet)
+                pass
+            time.sleep(0.05)
+        s3.reset()
+        reset.append(time.monotonic())
+
+    threading.Thread(target=reset_after_a_commit, daemon=True).start()
+    result = cli_run("run", config, f"--set=output={uri}", obj={"task": pausing(0.3, str(pids))})
+    assert reset, result.output
+    took = time.monotonic() - reset[0]
+    line = one_failure_line(result.exit_code, result.stderr, result.stdout)
+    assert "lost its lease" in line and ".lock is gone from the store (NoSuchKey)" in line, line
+    assert took < 3 + 12, f"stopped {took:.0f} s after the reset"  # a renewal, then the stop
+
+    rerun = cli_run("run", config, f"--set=output={uri}")
+    assert rerun.exit_code == 0, rerun.output
+    assert rows_at(uri).equals(expected)
+    assert cli_run("validate", uri).exit_code == 0
+
+
+# --- A run record lost, its manifest or shard files left --------------------------------
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_manifest_without_its_run_record_is_recovered(s3, tmp_path, where):
+    if where == "s3":
+        out = s3.uri("norun")
+        location = Location(out)
+    else:
+        out = str(tmp_path / "norun")
+        location = Location(out)
+    config_file, expected = sweep_config(tmp_path)
+    assert cli_run("run", config_file, f"--set=output={out}").exit_code == 0
+    entries = json.loads(Location(out).fs.open_input_stream(location.full("manifest.json")).read())
+    lost = entries["shards"][2]["files"][0]["path"]
+    location.delete("run.json")
+    location.delete(lost)
+
+    for command in (["validate", out], ["report", out, "--out", tmp_path / "report"]):
+        said = cli_run(*command)
+        assert said.exit_code == 2 and "Traceback" not in said.output, said.output
+        (line,) = said.stderr.strip().splitlines()
+        assert "manifest.json is there but not run.json" in line and "rerun" in line, line
+
+    other = cli_run("run", config_file, f"--set=output={out}", "--set=seed=1")
+    assert other.exit_code == 2, other.output
+    assert "another config's" in other.stderr and "--fresh" in other.stderr
+    assert location.kind("run.json") == "missing"  # nothing written
+
+    rerun = cli_run("run", config_file, f"--set=output={out}")
+    assert rerun.exit_code == 0, rerun.output
+    assert "run.json is missing" in rerun.stderr and "1 played" in rerun.stderr, rerun.stderr
+    assert rows_at(out).equals(expected)
+    assert cli_run("validate", out).exit_code == 0
+
+    location.delete("run.json")
+    fresh = cli_run("run", config_file, f"--set=output={out}", "--set=seed=1", "--fresh")
+    assert fresh.exit_code == 0, fresh.output
+    assert rows_at(out).equals(kernel_rows(sweep_text(), seed=1))
+    assert cli_run("validate", out).exit_code == 0
+
+    # Both records lost, the shard files left: taken up (and removed) by a plain rerun; but
+    # not beside a file clocksweep does not write.
+    location.delete("run.json")
+    location.delete("manifest.json")
+    with location.fs.open_output_stream(location.full("notes.txt")) as notes:
+        notes.write(b"not clocksweep's")
+    refused = cli_run("run", config_file, f"--set=output={out}")
+    assert refused.exit_code == 2 and "not a clocksweep results directory" in refused.stderr
+    location.delete("notes.txt")
+    taken_up = cli_run("run", config_file, f"--set=output={out}")
+    assert taken_up.exit_code == 0, taken_up.output
+    assert "removed 12 file(s) of an earlier run" in taken_up.stderr, taken_up.stderr
+    assert rows_at(out).equals(expected)
+
+
+# --- A store that refuses every request for two seconds -------------------------------
+
+
+def test_a_short_outage_does_not_fail_shards(s3, proxy, tmp_path):
+    """Each shard pauses after its first batch; while the first two pause, the store refuses
+    every request for two seconds. Their attempts fail at once as the outage goes on; the
+    retries come after pauses (1, then 2 s), so none fails for good (before, all four
+    attempts were spent within the outage)."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    uri = s3.uri("outage", proxy.endpoint)
+    config_file, expected = sweep_config(tmp_path)
+
+    def outage() -> None:
+        deadline = time.monotonic() + HANG
+        while not (pids / "shard-0.attempt-1.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proxy.fail()
+        time.sleep(2)
+        proxy.resume()
+
+    threading.Thread(target=outage, daemon=True).start()
+    result = cli_run(
+        "run", config_file, f"--set=output={uri}", obj={"task": pausing(0.5, str(pids))}
+    )
+    assert result.exit_code == 0, result.stderr[-2000:]
+    assert "failed, attempt 1 of 4" in result.stderr and "retrying in 1 s" in result.stderr
+    assert "giving up" not in result.stderr
+    assert rows_at(uri).equals(expected)
+
+
+# --- validate and report on a store that refuses or never answers ---------------------
+
+
+def test_validate_and_report_on_a_store_down_or_silent(s3, proxy, tmp_path):
+    proxy.pause()  # takes connections, answers nothing
+    stores = {
+        "refused": s3.uri("any", f"127.0.0.1:{free_port()}"),
+        "silent": s3.uri("any", proxy.endpoint),
+    }
+    seconds = 3
+    problems = []
+    for kind, uri in stores.items():
+        for command in (["validate", uri], ["report", uri, "--out", str(tmp_path / kind)]):
+            started = time.monotonic()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from pipeline.cli import cli; cli()", *command],
+                env=driver_env({CONNECT_SECONDS_ENV: str(seconds)}),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # its group: the report's plots process with it
+            )
+            try:
+                stdout, stderr = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:  # (or a process it started holds its output)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+                problems.append(f"{kind} {command[0]}: still waiting after 60 s")
+                continue
+            took = time.monotonic() - started
+            lines = stderr.strip().splitlines()
+            if "Traceback" in stderr or proc.returncode != 1 or len(lines) != 1:
+                problems.append(f"{kind} {command[0]}: exit {proc.returncode}: {stderr[-600:]!r}")
+            elif not lines[0].startswith(ERROR_PREFIX) or "any" not in lines[0]:
+                problems.append(f"{kind} {command[0]}: {lines[0]!r}")
+            elif took > seconds + 15:  # the deadline, and the command's start
+                problems.append(f"{kind} {command[0]}: {took:.0f} s")
+    assert not problems, "\n".join(problems)
+
+
+# --- A file that vanishes while validate reads it -------------------------------------
+
+
+def test_a_file_that_vanishes_while_validate_reads_it(s3, proxy, tmp_path):
+    """The object is deleted as validate comes back to it, having read its footer, to hash
+    it (as a --fresh run's clean-up deletes it under a validate): one line, exit 1."""
+    uri = s3.uri("vanish", proxy.endpoint)
+    config_file, _ = sweep_config(tmp_path)
+    assert cli_run("run", config_file, f"--set=output={uri}").exit_code == 0
+    location = Location(uri)
+    manifest = json.loads(location.fs.open_input_stream(location.full("manifest.json")).read())
+    key = f"vanish/{manifest['shards'][3]['files'][0]['path']}".encode()
+    seen = []
+
+    def on_request(data: bytes) -> None:
+        method, _, rest = data.partition(b" ")
+        if not rest.startswith(f"/{BUCKET}/".encode() + key):
+            return
+        if seen and b"range: bytes=0-" in data.lower():  # the hash's read, after the footer's
+            s3.client.delete_object(Bucket=BUCKET, Key=key.decode())
+            proxy.on_request = None
+        elif method == b"GET":
+            seen.append(data)
+
+    proxy.on_request = on_request
+    checked = cli_run("validate", uri)
+    assert checked.exception is None or isinstance(checked.exception, SystemExit), repr(
+        checked.exception
+    )
+    line = one_failure_line(checked.exit_code, checked.stderr, checked.stdout)
+    assert "changed or failed while validate read them" in line, line
