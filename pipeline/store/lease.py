@@ -155,6 +155,9 @@ class Lease:
         self.answer_within = answer_within
         self.asking: float | None = None
         self.lost: str | None = None
+        # Told the one-line message once the renewals find the lease lost (the driver: a
+        # call of its own may be waiting on a store that stopped answering).
+        self.on_lost = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
@@ -247,9 +250,13 @@ class Lease:
     def _renew_until_stopped(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             with self._guard:
-                if self.lost:
-                    return
-                self._renew()
+                if not self.lost:
+                    self._renew()
+            why = self.problem()
+            if why is not None:
+                if self.on_lost is not None:
+                    self.on_lost(self.lost_message(why))
+                return
 
     def _renew(self) -> None:
         """Write the lease again on the ETag we last wrote. An answer that shows it is not
@@ -297,10 +304,13 @@ class Lease:
         why = self.problem()
         if why is not None:
             self.lost = why
-            raise StoreError(
-                f"output: {self.where}: this run lost its lease on the output ({why}), so it "
-                "stops before committing more; rerun the same command to resume"
-            )
+            raise StoreError(self.lost_message(why))
+
+    def lost_message(self, why: str) -> str:
+        return (
+            f"output: {self.where}: this run lost its lease on the output ({why}), so it "
+            "stops before committing more; rerun the same command to resume"
+        )
 
     # The `Lock` interface the driver uses.
     def claim(self) -> None:

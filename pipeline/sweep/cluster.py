@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 import warnings
 from contextlib import contextmanager, nullcontext
 
-from pipeline import ERROR_PREFIX
 from pipeline.sweep.config import ConfigError, SweepConfig
 from pipeline.sweep.processes import descendants, running
 from pipeline.sweep.signals import HANDLER as SIGNALS
+from pipeline.sweep.signals import end_process_after
 
 # How long a cluster address that accepts connections may take to answer as Ray, and an
 # object store to answer the first look at the output, before the run gives up (Ray retries
@@ -175,19 +174,9 @@ def deadline(message: str, before_exit=None, status: int = 2):
     store that stopped answering): for a wait inside Ray or an object store's client that
     cannot be interrupted otherwise. Only used before anything is written; ``before_exit``
     undoes what was made to get there (the lock file)."""
-
     seconds = connect_seconds()
-
-    def give_up() -> None:
-        if before_exit is not None:
-            before_exit()
-        sys.stderr.write(f"{ERROR_PREFIX}{message.replace('{seconds}', f'{seconds:g}')}\n")
-        sys.stderr.flush()
-        os._exit(status)
-
-    timer = threading.Timer(seconds, give_up)
-    timer.daemon = True
-    timer.start()
+    text = message.replace("{seconds}", f"{seconds:g}")
+    timer = end_process_after(seconds, text, status, before=before_exit)
     try:
         yield
     finally:

@@ -50,7 +50,7 @@ from pipeline.sweep.early import enabled as early_enabled
 from pipeline.sweep.early import threads_for as early_threads
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress, format_rate, format_seconds
 from pipeline.sweep.signals import HANDLER as SIGNALS
-from pipeline.sweep.signals import raise_if_stopped, stopped_by_signals
+from pipeline.sweep.signals import end_process_after, raise_if_stopped, stopped_by_signals
 from pipeline.sweep.stopping import Stopping, tally_pairs
 from pipeline.sweep.task import (
     SPLIT_BYTES_MAX,
@@ -269,6 +269,10 @@ def run(
         else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     ):
         lock = location.lock(answer_within=connect_seconds())
+    if not location.is_local and SIGNALS.deadline:  # the command's own process
+        # The main thread stops as soon as it sees the lease lost (`Lease.check`); should a
+        # call to a store that stopped answering keep it waiting, the process ends anyway.
+        lock.on_lost = lambda message: end_process_after(connect_seconds(), message, 1)
     started_ray, refused, early, playing, interrupted = False, True, None, False, None
     signals, watchdog = ExitStack(), None
     # What a run's counts count: shards, or shards x cell groups.

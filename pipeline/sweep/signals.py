@@ -96,23 +96,17 @@ class _Handler:
         if self.seen.number is None:
             self.seen.number = number
             if self.deadline:
-                timer = threading.Timer(stop_seconds(), self.give_up, (number,))
-                timer.daemon = True
-                timer.start()
+                seconds = stop_seconds()
+                end_process_after(
+                    seconds,
+                    f"interrupted by {signal.Signals(number).name}, and ended: its cleanup did "
+                    f"not finish within {seconds:g} s; the committed shards are kept: rerun "
+                    "the same command to resume",
+                    128 + number,
+                )
         if threading.current_thread() is threading.main_thread():
             for name in NAMES:  # ours again, where another's was set in its place
                 signal.signal(name, self)
-
-    @staticmethod
-    def give_up(number: int) -> None:
-        """The deadline: the process ends, in one line."""
-        sys.stderr.write(
-            f"{ERROR_PREFIX}interrupted by {signal.Signals(number).name}, and ended: its "
-            f"cleanup did not finish within {stop_seconds():g} s; the committed shards are "
-            "kept: rerun the same command to resume\n"
-        )
-        sys.stderr.flush()
-        os._exit(128 + number)
 
 
 HANDLER = _Handler()
@@ -154,6 +148,24 @@ def stop_seconds() -> float:
     except ValueError:
         return STOP_SECONDS
     return seconds if 0 < seconds < float("inf") else STOP_SECONDS
+
+
+def end_process_after(seconds: float, message: str, status: int, before=None) -> threading.Timer:
+    """Unless cancelled, end this process ``seconds`` from now, whatever its threads are
+    doing: ``before()`` if given, the one-line error ``message``, then exit ``status``. (A
+    local Ray instance it started is ended by its watchdog, which sees it go.)"""
+
+    def end() -> None:
+        if before is not None:
+            before()
+        sys.stderr.write(f"{ERROR_PREFIX}{message}\n")
+        sys.stderr.flush()
+        os._exit(status)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def end_by_deadline() -> None:

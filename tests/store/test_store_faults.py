@@ -267,6 +267,42 @@ def test_a_store_that_stops_answering_stops_the_run(s3, proxy, tmp_path):
     assert took < 25, f"stopped {took:.0f} s after the store went silent"
 
 
+def test_a_run_waiting_in_its_own_write_to_a_silent_store_is_ended(s3, proxy, tmp_path):
+    """The proxy stops forwarding as the driver writes its manifest: the driver's own call
+    waits on the store (pyarrow's client, on Linux, for minutes), so the run's loop never
+    sees the lease lost. Once the renewals find it lost, the command ends anyway: one line,
+    exit 1, within the connect deadline after."""
+    uri = s3.uri("silent-write", proxy.endpoint)
+    ray_tmp = f"/tmp/csfw{os.getpid()}"
+    config = tmp_path / "many.toml"
+    config.write_text(sweep_text(200))
+    run = watched_driver(config, uri, ray_tmp)
+    paused = []
+
+    def at_the_manifest(request: bytes) -> None:
+        if (
+            not paused
+            and request.split(b"\r\n", 1)[0].startswith(b"PUT ")
+            and (b"/manifest.json" in request.split(b"\r\n", 1)[0])
+        ):
+            proxy.pause()
+            paused.append(time.monotonic())
+
+    try:
+        assert run.wait_for("to play"), "".join(run.said)
+        proxy.on_request = at_the_manifest
+        code, stderr = run.end()
+    finally:
+        end_processes(ray_tmp, remove=True)
+    assert paused, "the run wrote no manifest"
+    took = time.monotonic() - paused[0]
+    assert code is not None, f"still running {HANG} s after the store stopped: {stderr[-800:]}"
+    line = one_failure_line(code, stderr)
+    assert "lost its lease on the output" in line and "rerun the same command" in line, line
+    # Lost within 6 s unrenewed (a renewal later at most), then the 4 s deadline.
+    assert took < 30, f"ended {took:.0f} s after the store went silent"
+
+
 # --- A store that loses its state mid-run ----------------------------------------------
 
 
