@@ -11,7 +11,7 @@ import warnings
 from contextlib import contextmanager, nullcontext
 
 from pipeline.sweep.config import ConfigError, SweepConfig
-from pipeline.sweep.processes import descendants, running
+from pipeline.sweep.processes import alive, command_line, descendants, descendants_of, kill, running
 from pipeline.sweep.signals import HANDLER as SIGNALS
 from pipeline.sweep.signals import end_process_after
 
@@ -159,10 +159,27 @@ def end_started(already: set[int], grace: float = 5.0) -> None:
             return
 
 
+# Ray's stop asks a local instance's autoscaler monitor (idle on one machine) to end after
+# the control store it reports to, and waits a second for it to give up: so it is ended
+# first, by pid, found among this process's children by its command line. (Should Ray name
+# it otherwise, none is found and Ray's stop takes that second.)
+AUTOSCALER_MONITOR = b"autoscaler/_private/monitor.py"
+
+
 def shut_down() -> None:
-    """`ray.shutdown()`, which also ends a local instance this process started."""
+    """`ray.shutdown()`, which also ends a local instance this process started, its
+    autoscaler monitor first."""
     import ray
 
+    monitors = {
+        process
+        for process in descendants_of(os.getpid())
+        if AUTOSCALER_MONITOR in command_line(process[0])
+    }
+    kill(monitors)
+    until = time.monotonic() + 5
+    while any(alive(process) for process in monitors) and time.monotonic() < until:
+        time.sleep(0.01)
     ray.shutdown()
 
 

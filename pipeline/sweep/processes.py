@@ -22,6 +22,15 @@ def stat_fields(pid: str | int) -> list[bytes] | None:
         return None
 
 
+def command_line(pid: int) -> bytes:
+    """A process's command line, its words separated by NUL (b"" if there is none)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read()
+    except OSError:
+        return b""
+
+
 def parents() -> dict[Process, int]:
     """Every process running (not a zombie), with its parent's pid."""
     found = {}

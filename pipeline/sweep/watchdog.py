@@ -43,6 +43,10 @@ class Watchdog:
         process = subprocess.Popen(
             [sys.executable, "-m", __name__, str(os.getpid())],
             stdin=subprocess.PIPE,
+            # Nothing of the driver's output held open: a pipe the user reads the run through
+            # ends when the run does, not when the watchdog does.
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             # Its own session: a terminal's Ctrl-C, sent to the driver's process group,
             # is the driver's to handle, and the watchdog must outlive the driver.
             start_new_session=True,
