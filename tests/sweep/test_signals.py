@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 from faults import driver_env
@@ -26,6 +25,7 @@ from pipeline.store.plan import plan_shards
 from pipeline.sweep import config as sweep_config
 from pipeline.sweep import driver as sweep_driver
 from pipeline.sweep.early import EarlyPlayer
+from pipeline.sweep.processes import command_line
 from pipeline.sweep.task import ShardJob
 
 SEED = 5
@@ -175,7 +175,7 @@ def test_a_driver_killed_outright_has_its_ray_instance_ended(tmp_path):
                 if moment == "starting" and processes_mentioning(marker):
                     break
                 if moment == "up" and any(
-                    "ray::" in cmdline(pid) for pid in processes_mentioning(marker)
+                    b"ray::" in command_line(pid) for pid in processes_mentioning(marker)
                 ):
                     break
                 time.sleep(0.05)
@@ -185,13 +185,6 @@ def test_a_driver_killed_outright_has_its_ray_instance_ended(tmp_path):
             assert gone_within(marker, 10) == [], moment
     finally:
         end_processes(marker, remove=True)
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def test_the_driver_plays_no_further_past_a_stop_rules_prefix_while_ray_starts(tmp_path):
