@@ -68,7 +68,7 @@ def s3_client(where: str):
     except ImportError:
         raise ResultsError(
             f"output: {where}: one driver per S3 prefix is held by a lease, which needs boto3 "
-            "(pip install 'clocksweep[s3]')"
+            "(install the extra: pip install -e '.[s3]' in clocksweep's checkout)"
         ) from None
     query = {key: values[-1] for key, values in parse_qs(urlsplit(where).query).items()}
     renewal = lease_seconds() / 3
