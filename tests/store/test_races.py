@@ -1,6 +1,6 @@
 """Races and limits, with real parts: real Ray processes, real signals, a real tmpfs, real
 Parquet. A second driver while one runs, readers after a driver is killed, a disk that fills,
-a report while its results are replaced, plans too large to list (README: "Ownership").
+a report while its results are replaced, plans too large to list (docs/operations.md, "Ownership").
 
 In-process runs use the tests' local Ray instance (CliRunner, as in test_sweep.py); a
 run that must be interrupted or raced is a driver subprocess with its own Ray, whose processes

@@ -191,7 +191,7 @@ def parent_of(pid: int) -> int | None:
 
 
 def test_a_sweep_submitted_as_a_ray_job(cluster, tmp_path):
-    """`ray job submit --working-dir . -- clocksweep run CONFIG`, as the README says: the
+    """`ray job submit --working-dir . -- clocksweep run CONFIG`, as docs/operations.md says: the
     driver runs on the cluster (its head), token authentication on, the results on storage
     every node reaches (here a path on the one machine)."""
     _, env = cluster
