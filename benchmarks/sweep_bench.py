@@ -104,7 +104,7 @@ def sweep_once(config: str, sets: list[str]) -> dict:
 
 
 def kernel_rate(seconds: float) -> float:
-    """The kernel's best standard rate on one core (`pipeline.bench`'s measure)."""
+    """The kernel's best standard rate on one core (`pipeline.engine.bench`'s measure)."""
     from pipeline.engine import bench
     from pipeline.engine.rules import Cell
 

@@ -536,7 +536,7 @@ def validate(results_path):
 def build_report(
     results_path: str, replay: int, out_dir: str | None = None, plots_enabled: bool = True
 ):
-    """The report as `clocksweep report` makes it (`report.build`); a RESULTS the report
+    """The report as `clocksweep report` makes it (`document.build`); a RESULTS the report
     cannot read is an InputError, a store that fails it a StoreFailure."""
     from pipeline.report import plots
 

@@ -2,8 +2,8 @@
 
 Each deal is shuffled once; every cell plays that same deal (common random numbers), and
 cells with the same deal order share the standard chain up to its first death, where the
-rescue variants branch off. The rules are those of `pipeline.rules` and the deal scheme that
-of `pipeline.deals`; the tests compare this kernel with the reference engine deal by deal.
+rescue variants branch off. The rules are those of `pipeline.engine.rules` and the deal scheme that
+of `pipeline.engine.deals`; the tests compare this kernel with the reference engine deal by deal.
 
 Arrays, described once:
 

@@ -1,6 +1,6 @@
 """The reference engine: plays one deal at a time, readably, and can replay it step by step.
 
-It follows the rules of `pipeline.rules` literally, with the piles as Python lists, and is
+It follows the rules of `pipeline.engine.rules` literally, with the piles as Python lists, and is
 the yardstick the fast kernel is tested against, deal by deal and field by field. Clarity
 comes before speed here.
 """

@@ -212,15 +212,6 @@ def wins_as_standard(variant: str) -> bool:
     return variant in ("standard", "play_out")
 
 
-def rescue_wins_with_hint(cell: Cell) -> bool:
-    """Cells whose rescue at pile p wins with the hint's chance d_p / U, given what a player
-    sees with the bottoms face down: the Watch, the one swap, and the exchange at the bottom
-    (at the top, the king lands above cards it would have to pass)."""
-    return cell.variant in ("watch", "one_swap") or (
-        cell.variant == "exchange" and cell.depth == "bottom"
-    )
-
-
 # --- What decides a rescued deal ----------------------------------------------------------
 #
 # A chain that starts by taking a card from a pile without one arriving there can only die

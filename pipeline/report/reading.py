@@ -2,7 +2,7 @@
 
 Reading. Only shards the manifest lists, and whose files still verify (size, rows, schema,
 config hash, sha256: `records.shard_problem`), are read; the rest are named in the report.
-Both record modes end in the same summary tables (`pipeline.summary`):
+Both record modes end in the same summary tables (`pipeline.records.summary`):
 
 - ``summary`` records are already counts: Polars scans each table's committed files lazily
   and sums the counts over equal keys (`summary.TABLES`).

@@ -1,4 +1,4 @@
-"""Tests of the deal scheme (pipeline/deals.py) and of the kernel's copy of it (pipeline/kernel.py).
+"""Tests of the deal scheme (pipeline/engine/deals.py) and of the kernel's copy of it (pipeline/engine/kernel.py).
 
 - Philox4x32-10 against the published known-answer vectors, in Python and in the kernel.
 - Batched bounded integers (`bounded_batch`) from words the test controls: the mixed-radix

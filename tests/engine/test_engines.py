@@ -19,7 +19,7 @@ reference deal by deal and field by field, and Monte Carlo against the exact val
    `DEAL_CELLS_COMPARED` = 4 seeds x 250 deals x 96 cells = 96,000 deal-cells.
 4. Identities between cells that follow from the rules (watch, one_swap and exchange at the
    bottom win on the same deals; oracle wins whenever any strategy does; ...).
-5. Monte Carlo against `pipeline.odds`: 2,000,000 kernel deals; tolerances from the standard
+5. Monte Carlo against `pipeline.engine.odds`: 2,000,000 kernel deals; tolerances from the standard
    error under the exact value, thresholds stated in each test.
 """
 

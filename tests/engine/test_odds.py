@@ -1,4 +1,4 @@
-"""Tests of the exact values (pipeline/odds.py), each by a route independent of the one tested.
+"""Tests of the exact values (pipeline/engine/odds.py), each by a route independent of the one tested.
 
 - The Score Four law and 1/13: summed, and against the direct count 4/52 (the last of 52
   cards is a king with chance 4/52).
@@ -8,7 +8,7 @@
   against exhaustive play of every deal of small decks, by a small engine written here
   from SPEC sections 3-4.
 - The 52-card values: against Monte Carlo, by random permutations read to their fourth
-  king, and by the reference engine when `pipeline.reference` exists.
+  king, and by the reference engine when `pipeline.engine.reference` exists.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests of the pure rules (pipeline/rules.py) on hand-built cases, each worked out from SPEC.md.
+"""Tests of the pure rules (pipeline/engine/rules.py) on hand-built cases, each worked out from SPEC.md.
 
 - Cells: what the rules allow (SPEC sections 4-5) and the messages that name what is wrong.
 - `all_cells`: every meaningful cell once, nothing else, checked against brute force.

@@ -1,4 +1,4 @@
-"""Tests of the report's statistics (pipeline/stats.py) on cases with known answers.
+"""Tests of the report's statistics (pipeline/report/stats.py) on cases with known answers.
 
 - Intervals against scipy's own (`binomtest(...).proportion_ci`), and their coverage: the
   coverage seen over many binomial samples at a fixed seed must match the interval's exact

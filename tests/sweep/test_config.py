@@ -1,4 +1,4 @@
-"""Tests of sweep configs (pipeline/config.py) and of `clocksweep run --dry-run`.
+"""Tests of sweep configs (pipeline/sweep/config.py) and of `clocksweep run --dry-run`.
 
 No Ray here: loading, overrides, grid expansion and the config hash are pure. Every way a
 config can be wrong is driven through the CLI with CliRunner: exit status 2, one line on
