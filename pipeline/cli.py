@@ -28,19 +28,17 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
-class StoreFailure(click.ClickException):
-    """The results' storage failed the command (`layout.StoreError`), not its input: one
-    line, exit status 1, as for any other failure."""
+class Failed(click.ClickException):
+    """An error of the API (`api.ClocksweepError`): its one line, its exit status (1 for a
+    failure of the results' storage or of shards, 2 for the input)."""
 
-    exit_code = 1
+    def __init__(self, error: Exception):
+        from pipeline.api import ClocksweepError, as_error
 
-
-def one_line(error: Exception) -> click.ClickException:
-    """A store layer's or config's error as the command line ends with it."""
-    from pipeline.store import layout
-
-    failed = isinstance(error, layout.StoreError)
-    return (StoreFailure if failed else InputError)(str(error))
+        if not isinstance(error, ClocksweepError):
+            error = as_error(error)
+        super().__init__(str(error))
+        self.exit_code = error.status
 
 
 def first_look(results_path: str, before_exit=None):
@@ -466,37 +464,30 @@ def run(config_path, overrides, dry_run, fresh, address):
     `ray job submit --address http://HEAD:8265 --working-dir . -- clocksweep run CONFIG`
     (the output must then be storage every node can reach: a shared path or a URI).
     """
-    from pipeline.store import layout
-    from pipeline.store.location import Location
+    from pipeline import api
     from pipeline.sweep import config as sweep_config
     from pipeline.sweep import driver as sweep
 
+    # A caller (a test) may give the task each shard runs, through click's obj.
+    task = (click.get_current_context().find_root().obj or {}).get("task")
     try:
         config = sweep_config.load(config_path, overrides)
         if dry_run:
-            click.echo(sweep.describe_plan(config))
+            click.echo(api.plan(config))
             return
-        # A caller (a test) may give the task each shard runs, through click's obj.
-        task = (click.get_current_context().find_root().obj or {}).get("task")
-        outcome = sweep.run(
-            config, fresh=fresh, address=address, **({"task": task} if task is not None else {})
-        )
-    except (sweep_config.ConfigError, layout.ResultsError) as error:
-        raise one_line(error) from None
+        results = api.run(config, fresh=fresh, address=address, **({"task": task} if task else {}))
+    except sweep_config.ConfigError as error:
+        raise Failed(error) from None
+    except api.ShardsFailed as error:
+        click.echo(f"clocksweep: {api.summary_line(config, error.results.outcome)}", err=True)
+        click.echo(f"clocksweep: {error}", err=True)
+        sys.exit(error.status)
+    except api.ClocksweepError as error:
+        raise Failed(error) from None
     except sweep.Interrupted as stop:
         exit_interrupted(f"clocksweep: {stop}", stop.signal_number)
-    click.echo(f"clocksweep: {sweep.summary_line(config, outcome)}", err=True)
-    if outcome.failed:
-        shown = ", ".join(str(index) for index in outcome.failed[:10])
-        click.echo(
-            f"clocksweep: {len(outcome.failed)} shard(s) failed ({shown}); rerun the "
-            "same command to retry them",
-            err=True,
-        )
-        sys.exit(1)
-    written = Location(config.output)
-    # What `report` and `validate` take: a local directory's absolute path, or the URI.
-    click.echo(written.root if written.is_local else written.where)
+    click.echo(f"clocksweep: {api.summary_line(config, results.outcome)}", err=True)
+    click.echo(results.path)  # what `report` and `validate` take
 
 
 @cli.command()
@@ -515,7 +506,7 @@ def validate(results_path):
     try:
         problems, figures = validate.validate(first_look(results_path))
     except layout.ResultsError as error:
-        raise one_line(error) from None
+        raise Failed(error) from None
     for problem in problems:
         click.echo(f"problem: {problem}")
     for note in figures.get("notes", []):
@@ -537,7 +528,7 @@ def build_report(
     results_path: str, replay: int, out_dir: str | None = None, plots_enabled: bool = True
 ):
     """The report as `clocksweep report` makes it (`document.build`); a RESULTS the report
-    cannot read is an InputError, a store that fails it a StoreFailure."""
+    cannot read, or a store that fails it, is `Failed`."""
     from pipeline.report import plots
 
     # The plots' process is forked first, while this process is small and has imported
@@ -558,13 +549,8 @@ def build_report(
                 plots_enabled=plots_enabled,
                 plotter=plotter,
             )
-        except layout.ResultsError as error:
-            raise one_line(error) from None
-        except ReportError as error:
-            # The report's reading says a store's failure in an error of its own; the one it
-            # met (its context) still says which status the command ends with.
-            failed = isinstance(error.__context__, layout.StoreError)
-            raise (StoreFailure if failed else InputError)(str(error)) from None
+        except (layout.ResultsError, ReportError) as error:
+            raise Failed(error) from None
 
 
 @cli.command()

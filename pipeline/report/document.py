@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,8 +53,9 @@ class Report:
     figures: Figures
     claims: list[claim_rules.Claim]
     document: dict
-    directory: str
+    directory: str  # where it is written (RESULTS/report unless given; "" on a store)
     timings: dict = field(default_factory=dict)  # seconds per phase
+    finish_plots: object = None  # waits for the plots (`plots.Plotter.start`); None: none
 
 
 def provenance(loaded: Loaded) -> dict:
@@ -105,6 +107,71 @@ def provenance(loaded: Loaded) -> dict:
     }
 
 
+class Laps:
+    """Seconds per phase of making a report (`Report.timings`), as benchmarks read them."""
+
+    def __init__(self):
+        self.timings: dict[str, float] = {}
+        self.clock = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.timings[phase] = round(now - self.clock, 3)
+        self.clock = now
+
+
+def compose(
+    where: str,
+    replay: int = DEFAULT_REPLAY,
+    workers: int | None = None,
+    start_plots=None,
+    laps: Laps | None = None,
+) -> Report:
+    """Read RESULTS and compute every figure of its report; nothing is written (``directory``
+    is where `build` would write it). ``start_plots(document)``: called as soon as what the
+    plots show is known, so that they are drawn while the rest is computed."""
+    laps = laps or Laps()
+    # scipy (for the figures) first: imported beside the reading, it would hold the reading
+    # threads back for longer than it takes.
+    import scipy.special  # noqa: F401
+
+    laps.lap("import scipy")
+    loaded = load(where, head=replay, workers=workers)
+    laps.lap("read")
+    replayed, note = None, ""
+    if loaded.tables["facts"].is_empty():
+        # No deal facts in the records (no standard cell): replay the first deals instead.
+        replayed, note = make_replay(loaded, replay)
+        laps.lap("replay")
+    figures = Figures(loaded, replayed, note)
+    document = {
+        "report_version": REPORT_VERSION,
+        "provenance": provenance(loaded),
+        "cells": figures.cell_records(),
+        "distributions": {
+            "cards_turned": figures.cards_turned(),
+            "down_at_stop": figures.down_at_stop(),
+            "restarts": figures.restarts(),
+            "rescue_by_down_at_stop": figures.rescue_by_down(),
+        },
+        "hint_calibration": figures.hint_calibration(),
+    }
+    finish_plots = start_plots(document) if start_plots is not None else None
+    laps.lap("figures")
+    claims = claim_rules.assess(figures)
+    document.update(
+        comparisons=figures.comparisons(),
+        best_strategies=figures.best_strategies(),
+        claims=[claim.record() for claim in claims],
+        stopping=stopping(loaded, figures, claims),
+        notes=notes(loaded, figures),
+    )
+    document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
+    laps.lap("claims and comparisons")
+    directory = loaded.location.full(layout.REPORT_DIR) if loaded.location.is_local else ""
+    return Report(loaded, figures, claims, document, directory, laps.timings, finish_plots)
+
+
 def build(
     where: str,
     replay: int = DEFAULT_REPLAY,
@@ -121,77 +188,39 @@ def build(
     if plotter is None:
         with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
             return build(where, replay, out, plots_enabled, workers, plotter)
-    import time
-
     if out is not None and ("://" in out or not out.strip()):
         raise ReportError(f"--out: {out!r}: expected a local directory path")
-    timings, clock = {}, [time.perf_counter()]
-
-    def lap(phase: str) -> None:
-        now = time.perf_counter()
-        timings[phase] = round(now - clock[0], 3)
-        clock[0] = now
-
+    laps = Laps()
     # The plots' process, started by now, imports matplotlib while the shards are read.
-    # scipy (for the figures) first: imported beside the reading, it would hold the
-    # reading threads back for longer than it takes.
-    import scipy.special  # noqa: F401
-
-    lap("import scipy")
-    loaded = load(where, head=replay, workers=workers)
-    lap("read")
-    replayed, note = None, ""
-    if loaded.tables["facts"].is_empty():
-        # No deal facts in the records (no standard cell): replay the first deals instead.
-        replayed, note = make_replay(loaded, replay)
-        lap("replay")
-    directory = out or loaded.location.full(layout.REPORT_DIR)
-    if not loaded.location.is_local and out is None:
+    start_plots = (lambda document: plotter.start(_plot_jobs(document))) if plots_enabled else None
+    made = compose(where, replay, workers, start_plots, laps)
+    if not made.loaded.location.is_local and out is None:
         raise ReportError(f"{where}: the report is written locally; pass an output directory")
-    figures = Figures(loaded, replayed, note)
-    # What the plots show first, so that they are drawn while the rest is computed.
-    document = {
-        "report_version": REPORT_VERSION,
-        "provenance": provenance(loaded),
-        "cells": figures.cell_records(),
-        "distributions": {
-            "cards_turned": figures.cards_turned(),
-            "down_at_stop": figures.down_at_stop(),
-            "restarts": figures.restarts(),
-            "rescue_by_down_at_stop": figures.rescue_by_down(),
-        },
-        "hint_calibration": figures.hint_calibration(),
-    }
-    finish_plots = plotter.start(_plot_jobs(document)) if plots_enabled else None
-    lap("figures")
-    claims = claim_rules.assess(figures)
-    document.update(
-        comparisons=figures.comparisons(),
-        best_strategies=figures.best_strategies(),
-        claims=[claim.record() for claim in claims],
-        stopping=stopping(loaded, figures, claims),
-        notes=notes(loaded, figures),
-    )
-    document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
-    lap("claims and comparisons")
+    made.directory = out or made.directory
+    write(made, out is not None)
+    laps.lap("write")
+    return made
+
+
+def write(made: Report, chosen: bool) -> None:
+    """Write a composed report into its directory (``chosen``: given by --out, so named in an
+    error; else RESULTS/report, removed again if it cannot be written whole)."""
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(made.directory, exist_ok=True)
     except OSError as error:
         raise ReportError(
-            f"{'--out: ' if out is not None else ''}{directory}: cannot write a "
+            f"{'--out: ' if chosen else ''}{made.directory}: cannot write a "
             f"report there ({error.strerror or error})"
         ) from None
     try:
-        write_all(directory, document, figures, finish_plots)
+        write_all(made.directory, made.document, made.figures, made.finish_plots)
     except OSError as error:
-        if out is None:  # RESULTS/report is ours: no half-written report is left to be read
-            loaded.location.delete(layout.REPORT_DIR)
+        if not chosen:  # RESULTS/report is ours: no half-written report is left to be read
+            made.loaded.location.delete(layout.REPORT_DIR)
         raise ReportError(
-            f"{'--out: ' if out is not None else ''}{directory}: cannot write "
+            f"{'--out: ' if chosen else ''}{made.directory}: cannot write "
             f"the report ({os_error_text(error)})"
         ) from None
-    lap("write")
-    return Report(loaded, figures, claims, document, directory, timings)
 
 
 def stopping(loaded: Loaded, figures: Figures, claims: list) -> dict | None:
@@ -278,15 +307,10 @@ def flatten(groups: list[dict], key: str = "cell") -> list[dict]:
     return [{key: group[key], **row} for group in groups for row in group["rows"]]
 
 
-def write_all(directory: str, document: dict, figures: Figures, finish_plots=None) -> None:
-    """report.json, the CSV and Parquet tables, report.md and report.html, and the PNG plots
-    that ``finish_plots`` (from `plots.Plotter.start`; None: no plots) waits for."""
-    dist = document["distributions"]
-    with open(os.path.join(directory, "report.json"), "w") as file:
-        # json.dumps with no indentation: only then does json use its C encoder (json.dump
-        # never does), and a 100-cell report is 1.5 MB.
-        file.write(json.dumps(clean(document), separators=(",", ":")) + "\n")
-    claims_rows = [
+def claim_rows(document: dict) -> list[dict]:
+    """The claims as rows of a table: the interval's ends in columns of their own, the
+    detail in one text, without the seed pages they come from."""
+    return [
         {k: v for k, v in c.items() if k not in ("seed_files", "detail")}
         | {
             "interval_low": (c["interval"] or [None, None])[0],
@@ -295,6 +319,17 @@ def write_all(directory: str, document: dict, figures: Figures, finish_plots=Non
         }
         for c in document["claims"]
     ]
+
+
+def write_all(directory: str, document: dict, figures: Figures, finish_plots=None) -> None:
+    """report.json, the CSV and Parquet tables, report.md and report.html, and the PNG plots
+    that ``finish_plots`` (from `plots.Plotter.start`; None: no plots) waits for."""
+    dist = document["distributions"]
+    with open(os.path.join(directory, "report.json"), "w") as file:
+        # json.dumps with no indentation: only then does json use its C encoder (json.dump
+        # never does), and a 100-cell report is 1.5 MB.
+        file.write(json.dumps(clean(document), separators=(",", ":")) + "\n")
+    claims_rows = claim_rows(document)
     for name, rows in {
         "cells": document["cells"],
         "comparisons": document["comparisons"],

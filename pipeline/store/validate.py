@@ -427,8 +427,18 @@ def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str
     readers should read (``pl.scan_parquet(committed_files("results/quick"))``). Files are
     not re-hashed here: `validate` checks them."""
     results = open_results(where)
+    return [results.location.uri(path) for path in _committed(results, table)]
+
+
+def committed_paths(where: str | Location, table: str = DEALS_TABLE) -> list[str]:
+    """As `committed_files`, the paths in the results' own filesystem (`Location.fs`)."""
+    results = open_results(where)
+    return [results.location.full(path) for path in _committed(results, table)]
+
+
+def _committed(results: Results, table: str) -> list[str]:
     return [
-        results.location.uri(record.path)
+        record.path
         for index in sorted(results.entries)
         for record in results.entries[index].files_of(table)
     ]

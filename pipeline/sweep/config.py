@@ -190,9 +190,17 @@ class SweepConfig:
 
 def load(path: str, overrides: tuple[str, ...] | list[str] = ()) -> SweepConfig:
     """The config at ``path`` with ``KEY=VALUE`` overrides applied, checked and expanded."""
+    raw = read_toml(path)
+    for override in overrides:
+        apply_override(raw, override)
+    return from_dict(raw, source=path)
+
+
+def read_toml(path: str) -> dict:
+    """The TOML file at ``path`` as a dict; ConfigError if it cannot be read as TOML."""
     try:
         with open(path, "rb") as file:
-            raw = tomllib.load(file)
+            return tomllib.load(file)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
@@ -201,9 +209,6 @@ def load(path: str, overrides: tuple[str, ...] | list[str] = ()) -> SweepConfig:
         raise ConfigError(f"{path}: not valid TOML: not UTF-8 text") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid TOML for a config: nested too deeply") from None
-    for override in overrides:
-        apply_override(raw, override)
-    return from_dict(raw, source=path)
 
 
 def apply_override(raw: dict, override: str) -> None:

@@ -1,9 +1,20 @@
 """Progress on stderr while a sweep runs: shards and deals done, deals per second, time left,
-failures; refreshed in place on a terminal, a line now and then in a log."""
+failures, and a stop rule's target; a bar refreshed in place on a terminal, a line now and
+then elsewhere. How the sweep is played (threads, pieces, Ray) goes to the run's log file
+(`log`), and to stderr as well with --verbose.
+
+The bar is click's own (`click.progressbar`): click is already the command line's library,
+and its bar draws in place and hides itself where the stream is not a terminal. Its figures
+(rate, time left) are this module's: a resumed run starts part-way, and click's estimate
+would count the shards found done as played at once.
+"""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
+
+import click
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress refreshes on a terminal
 PROGRESS_INTERVAL_LOG = 10.0  # ... and between progress lines when stderr is a file
@@ -27,6 +38,10 @@ class Progress:
         self.started = time.monotonic()
         self.last_shown = self.started
         self.line_open = False
+        self.verbose = False  # the log's lines on stderr too
+        self.log_file = None  # an open text file the log's lines go to (`open_log`)
+        self.bar = None  # click's bar, drawn on a terminal from the first tick
+        self.drawn_deals = 0  # deals the bar has been moved by
 
     def rate(self) -> float:
         elapsed = time.monotonic() - self.started
@@ -46,17 +61,38 @@ class Progress:
         )
         return line if self.target is None else f"{line}; {self.target()}"
 
+    def details(self) -> str:
+        """What the bar shows beside it: today's progress line, its shards' count left out
+        (the bar and its percentage say how far the run is)."""
+        return self.status().split(", ", 1)[1]
+
     def tick(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self.last_shown < self.interval:
             return
         self.last_shown = now
         if self.tty:
-            self.stream.write(f"\r\x1b[Kclocksweep: {self.status()}")
-            self.line_open = True
+            self.draw()
         else:
             self.stream.write(f"clocksweep: {self.status()}\n")
         self.stream.flush()
+
+    def draw(self) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(
+                length=max(self.total_deals, 1),
+                file=self.stream,
+                show_eta=False,
+                show_percent=True,
+                item_show_func=lambda _: self.details(),
+                bar_template="clocksweep: [%(bar)s]  %(info)s",
+                width=24,
+            )
+        moved, self.drawn_deals = self.done_deals - self.drawn_deals, self.done_deals
+        self.bar.update(moved)  # draws it, if it moved on
+        if moved <= 0:  # still, or back by a shard redone (drawn only if the line changed)
+            self.bar.render_progress()
+        self.line_open = True
 
     def say(self, message: str) -> None:
         """A message of its own (an error as it happens), on its own line."""
@@ -65,11 +101,27 @@ class Progress:
             self.line_open = False
         self.stream.write(f"clocksweep: {message}\n")
         self.stream.flush()
+        self.write_log(message)
+
+    def log(self, message: str) -> None:
+        """How the sweep is played, not what it gives: to the log file (and, verbose, here)."""
+        if self.verbose:
+            self.say(message)
+        else:
+            self.write_log(message)
+
+    def write_log(self, message: str) -> None:
+        if self.log_file is not None:
+            stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+            self.log_file.write(f"{stamp} {message}\n")
+            self.log_file.flush()
 
     def close(self) -> None:
-        if self.line_open:
+        if self.line_open and self.bar is not None:
+            self.bar.render_finish()  # the bar's line ended, the cursor shown again
+        elif self.line_open:
             self.stream.write("\n")
-            self.line_open = False
+        self.line_open = False
         self.stream.flush()
 
 

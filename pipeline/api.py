@@ -1,0 +1,288 @@
+"""clocksweep from Python: load a config, run it, open its results and read them as Polars
+frames (docs/api.md). The command line is a thin layer over these same functions.
+
+    import pipeline.api as clocksweep
+
+    config = clocksweep.load_config("configs/quick.toml", deals=200_000, output="results/nb")
+    results = clocksweep.run(config)
+    results.cells()        # n, wins, rate, interval, exact value, z: one row a cell
+    results.claims()       # a verdict on every claim
+    results.rows().filter(pl.col("won")).collect()
+
+Every error a user can cause is a `ClocksweepError` whose message is the command line's one
+line (without its ``clocksweep: error:`` prefix) and whose ``status`` is its exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from functools import cached_property
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the heavy modules load when a function needs them, as the CLI's do
+    import polars as pl
+
+    from pipeline.report.document import Report
+    from pipeline.store.location import Location
+    from pipeline.sweep.config import SweepConfig
+    from pipeline.sweep.driver import Outcome
+
+INPUT_STATUS = 2  # the input is wrong: a config, a path, results that are not a sweep's
+FAILURE_STATUS = 1  # the input was fine and the work failed: a store, a shard that failed
+
+
+class ClocksweepError(Exception):
+    """What the command line reports as its one error line: ``str(error)`` is the line's
+    text, ``status`` the exit status it ends with (2: the input; 1: a failure)."""
+
+    def __init__(self, message: str, status: int = INPUT_STATUS):
+        super().__init__(message)
+        self.status = status
+
+
+class ShardsFailed(ClocksweepError):
+    """Shards of a run failed every attempt; the rest are committed. ``results``: the
+    results as they stand, with the run's ``outcome``."""
+
+    def __init__(self, results: Results):
+        failed = results.outcome.failed
+        shown = ", ".join(str(index) for index in failed[:10])
+        super().__init__(
+            f"{len(failed)} shard(s) failed ({shown}); rerun the same command to retry them",
+            FAILURE_STATUS,
+        )
+        self.results = results
+
+
+def as_error(error: Exception) -> ClocksweepError:
+    """A config's, the store's or the report's own error as the one the API raises: a
+    failure of the store (met directly, or as what the report's reading met) has status 1."""
+    from pipeline.store import layout
+
+    failed = isinstance(error, layout.StoreError) or isinstance(
+        error.__context__, layout.StoreError
+    )
+    return ClocksweepError(str(error), FAILURE_STATUS if failed else INPUT_STATUS)
+
+
+def user_errors():
+    """The exception types that are the user's input or the store failing, not a bug."""
+    from pipeline.report.reading import ReportError
+    from pipeline.store import layout
+    from pipeline.sweep.config import ConfigError
+
+    return (ConfigError, layout.ResultsError, ReportError)
+
+
+# --- Configs ---------------------------------------------------------------------------
+
+
+def load_config(source: str | os.PathLike | Mapping, **overrides: Any) -> SweepConfig:
+    """A sweep config, checked: a TOML file's path, or a dict as TOML would read it.
+    ``overrides`` replace its keys; a table's (``grid``, ``ray``, ``stop``, ``run``) is given
+    as a dict and replaces only the keys it names:
+    ``load_config("configs/quick.toml", deals=10**6, grid={"strategy": ["most"]})``."""
+    from pipeline.sweep import config as sweep_config
+
+    try:
+        if isinstance(source, Mapping):
+            raw, name = _copied(source), "a dict"
+        else:
+            name = os.fspath(source)
+            raw = sweep_config.read_toml(name)
+        for key, value in overrides.items():
+            if key in sweep_config.TABLE_KEYS and isinstance(value, Mapping):
+                table = raw.setdefault(key, {})
+                if not isinstance(table, dict):
+                    raise sweep_config.ConfigError(f"{key}: expected a table of keys")
+                table.update(value)
+            else:
+                raw[key] = value
+        return sweep_config.from_dict(raw, source=name if name != "a dict" else "")
+    except user_errors() as error:
+        raise as_error(error) from None
+
+
+def _copied(table: Mapping) -> dict:
+    return {key: _copied(v) if isinstance(v, Mapping) else v for key, v in table.items()}
+
+
+def _config_of(config: SweepConfig | str | os.PathLike | Mapping) -> SweepConfig:
+    from pipeline.sweep.config import SweepConfig
+
+    return config if isinstance(config, SweepConfig) else load_config(config)
+
+
+def plan(config: SweepConfig | str | os.PathLike | Mapping) -> str:
+    """The cells, shards and total deals a run of ``config`` would play (``run --dry-run``)."""
+    from pipeline.sweep import driver
+
+    return driver.describe_plan(_config_of(config))
+
+
+# --- Running ---------------------------------------------------------------------------
+
+
+def run(
+    config: SweepConfig | str | os.PathLike | Mapping,
+    *,
+    fresh: bool = False,
+    address: str | None = None,
+    progress: IO[str] | None = None,
+    **options: Any,
+) -> Results:
+    """Run (or resume) a sweep as `clocksweep run` does and open its results: committed
+    shards that still verify are kept, the rest played; a stop rule stops it. ``address``: a
+    Ray cluster (default: the config's, RAY_ADDRESS, else a local instance). ``progress``: where
+    progress goes (default stderr). Shards that failed raise ShardsFailed (status 1) after the
+    rest are committed; a signal stops the run as it stops the command (KeyboardInterrupt,
+    saying what was kept). ``options``: what a test gives `driver.run` (the shard task)."""
+    from pipeline.sweep import driver
+
+    config = _config_of(config)
+    try:
+        outcome = driver.run(
+            config, fresh=fresh, address=address, stream=progress or sys.stderr, **options
+        )
+    except user_errors() as error:
+        raise as_error(error) from None
+    results = open_results(config.output)
+    results.outcome = outcome
+    if outcome.failed:
+        raise ShardsFailed(results)
+    return results
+
+
+def summary_line(config: SweepConfig, outcome: Outcome) -> str:
+    """The line `clocksweep run` ends with: what was played, skipped and committed."""
+    from pipeline.sweep import driver
+
+    return driver.summary_line(config, outcome)
+
+
+# --- Results ---------------------------------------------------------------------------
+
+
+def open_results(where: str | os.PathLike, replay: int | None = None) -> Results:
+    """A sweep's results, a local directory or a URI (``s3://bucket/prefix?...``), checked to
+    be one. ``replay``: as `report --replay` (how many deals to replay for the claims that
+    need deal facts when the records hold none)."""
+    from pipeline.report.document import DEFAULT_REPLAY
+    from pipeline.store import validate
+
+    where = os.fspath(where)
+    try:
+        opened = validate.open_results(where)
+    except user_errors() as error:
+        raise as_error(error) from None
+    return Results(where, opened.location, DEFAULT_REPLAY if replay is None else replay)
+
+
+class Results:
+    """A sweep's results as Polars frames. The figures are computed once, on the first call
+    that needs them, from the shards committed then (`refresh` reads them again)."""
+
+    def __init__(self, where: str, location: Location, replay: int):
+        self.where = where
+        self.location = location
+        self.replay = replay
+        self.outcome: Outcome | None = None  # what the run that gave these results did
+
+    def __repr__(self) -> str:
+        return f"Results({self.where!r})"
+
+    @property
+    def path(self) -> str:
+        """Where the results are, as `report` and `validate` take it: a local directory's
+        absolute path, or the URI."""
+        return self.location.root if self.location.is_local else self.location.where
+
+    def rows(self, table: str = "deals") -> pl.LazyFrame:
+        """The committed rows of ``table`` (``deals``: one row a deal and cell; ``facts``,
+        ``wins``, or a summary table: docs/results.md), in deal order, as a LazyFrame."""
+        from pipeline.store import layout, validate
+
+        if table not in layout.table_names():
+            raise ClocksweepError(
+                f"table: {table!r} is not known; allowed: {', '.join(layout.table_names())}"
+            )
+        try:
+            files = validate.committed_paths(self.location, table)
+        except user_errors() as error:
+            raise as_error(error) from None
+        return _scanned(self.location, files, table)
+
+    @cached_property
+    def report(self) -> Report:
+        """Every figure of the report, computed (nothing written)."""
+        from pipeline.report import document
+
+        try:
+            return document.compose(self.where, replay=self.replay)
+        except user_errors() as error:
+            raise as_error(error) from None
+
+    def refresh(self) -> Results:
+        """Read the results again: shards committed since are counted."""
+        self.__dict__.pop("report", None)
+        return self
+
+    def cells(self) -> pl.DataFrame:
+        """One row a cell: its axes, n, wins, rate, its 95% interval, the exact value and z."""
+        import polars as pl
+
+        return pl.DataFrame(self.report.document["cells"])
+
+    def comparisons(self) -> pl.DataFrame:
+        """The paired comparisons: a's rate minus b's on the same deals, interval, McNemar."""
+        import polars as pl
+
+        return pl.DataFrame(self.report.document["comparisons"])
+
+    def claims(self) -> pl.DataFrame:
+        """A verdict on every claim, its figure and interval, as report.json has them."""
+        import polars as pl
+
+        from pipeline.report.document import claim_rows
+
+        return pl.DataFrame(claim_rows(self.report.document))
+
+    def stop_record(self) -> dict | None:
+        """How a run with a stop rule stopped, each interval it read beside the fixed-n one
+        (report.json's ``stopping``); None for a sweep without one."""
+        return self.report.document["stopping"]
+
+    def write_report(self, out: str | os.PathLike | None = None, plots: bool = True) -> str:
+        """Write the report (report.md, report.html, report.json, CSV, plots) into ``out``
+        (default RESULTS/report/) as `clocksweep report` does; gives its directory."""
+        from pipeline.report import document
+
+        try:
+            made = document.build(
+                self.where,
+                replay=self.replay,
+                out=None if out is None else os.fspath(out),
+                plots_enabled=plots,
+            )
+        except user_errors() as error:
+            raise as_error(error) from None
+        self.report = made
+        return made.directory
+
+
+def _scanned(location: Location, files: list[str], table: str) -> pl.LazyFrame:
+    """Parquet files as one LazyFrame: Polars' own scan for a local directory; an object
+    store through its pyarrow filesystem (its URI's options are pyarrow's, not Polars')."""
+    import polars as pl
+    import pyarrow.dataset as ds
+
+    from pipeline.records.schema import DEAL_SCHEMA
+
+    if not files:
+        empty = DEAL_SCHEMA.empty_table() if table == "deals" else None
+        return pl.LazyFrame() if empty is None else pl.from_arrow(empty).lazy()
+    if location.is_local:
+        return pl.scan_parquet(files)
+    return pl.scan_pyarrow_dataset(ds.dataset(files, filesystem=location.fs, format="parquet"))

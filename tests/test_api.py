@@ -1,0 +1,156 @@
+"""The Python API (`pipeline.api`), tested as the CLI is: a real sweep on a local Ray instance,
+its rows against the kernel's, its figures against the report the CLI writes, its errors
+against the CLI's one lines."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from rows import kernel_rows, sorted_rows
+
+import pipeline.api as clocksweep
+from pipeline import ERROR_PREFIX
+from pipeline.cli import cli
+
+CONFIG = """
+name = "api"
+seed = 97
+deals = 6000
+shard_size = 2000
+[grid]
+variant = ["standard", "watch", "exchange"]
+strategy = ["most", "random"]
+depth = ["bottom"]
+"""
+
+pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray instance
+
+
+@pytest.fixture(scope="module")
+def config_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("api-config") / "api.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.fixture(scope="module")
+def results(config_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("api-results") / "r"
+    return clocksweep.run(
+        clocksweep.load_config(config_path, output=str(out)), progress=io.StringIO()
+    )
+
+
+def cli_error(*args: str) -> str:
+    """The one error line the CLI gives for ``args``, without its prefix."""
+    result = CliRunner().invoke(cli, [*map(str, args)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    return line.removeprefix(ERROR_PREFIX)
+
+
+def test_a_config_from_a_file_takes_overrides_and_tables_replace_only_their_keys(config_path):
+    config = clocksweep.load_config(config_path, deals=4000, grid={"strategy": ["most"]})
+    assert config.deals == 4000 and config.shard_size == 2000
+    assert config.grid["strategy"] == ("most",) and config.grid["variant"][0] == "standard"
+    assert config.source == str(config_path)
+
+
+def test_a_config_from_a_dict_is_checked_as_a_file_is(config_path):
+    import tomllib
+
+    raw = tomllib.loads(CONFIG)
+    assert clocksweep.load_config(raw).hash == clocksweep.load_config(config_path).hash
+    assert raw["grid"]["strategy"] == ["most", "random"]  # the caller's dict is not changed
+    clocksweep.load_config(raw, grid={"strategy": ["most"]})
+    assert raw["grid"]["strategy"] == ["most", "random"]
+
+
+@pytest.mark.parametrize(
+    ("override", "cli_set"),
+    [
+        ({"dealz": 3}, "dealz=3"),
+        ({"deals": 0}, "deals=0"),
+        ({"grid": {"strategy": ["best"]}}, "grid.strategy=best"),
+    ],
+)
+def test_a_bad_config_raises_the_line_the_cli_prints(config_path, tmp_path, override, cli_set):
+    with pytest.raises(clocksweep.ClocksweepError) as raised:
+        clocksweep.load_config(config_path, output=str(tmp_path / "r"), **override)
+    assert raised.value.status == 2
+    expected = cli_error("run", config_path, f"--set=output={tmp_path / 'r'}", f"--set={cli_set}")
+    assert str(raised.value) == expected
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_rows_are_the_kernels_for_every_cell(results):
+    frame = results.rows().collect()
+    assert frame.height == 6000 * 5  # standard alone has no strategy: 1 + 2 + 2 cells
+    assert sorted_rows(frame).equals(kernel_rows(CONFIG))
+
+
+def test_the_cells_count_the_rows(results):
+    cells = results.cells()
+    counted = (
+        results.rows()
+        .group_by("variant", "strategy")
+        .agg(n=pl.len(), wins=pl.col("won").sum())
+        .collect()
+    )
+    assert cells.height == counted.height == 5
+    for row in cells.iter_rows(named=True):
+        match = counted.filter(
+            (pl.col("variant") == row["variant"])
+            & (pl.col("strategy").cast(pl.String).eq_missing(row["strategy"]))
+        )
+        assert (match["n"].item(), match["wins"].item()) == (row["n"], row["wins"])
+        assert row["ci_low"] <= row["win_rate"] <= row["ci_high"]
+    assert {"exact", "z"} <= set(cells.columns)
+
+
+def test_the_figures_are_the_reports_the_cli_writes(results, tmp_path):
+    out = tmp_path / "report"
+    done = CliRunner().invoke(
+        cli, ["report", results.where, "--out", str(out), "--no-plots", "--replay", "0"]
+    )
+    assert done.exit_code == 0, done.output
+    written = json.loads((out / "report.json").read_text())
+    opened = clocksweep.open_results(results.where, replay=0)
+    assert opened.cells().to_dicts() == written["cells"]
+    assert opened.comparisons().to_dicts() == written["comparisons"]
+    claims = opened.claims()
+    assert claims["id"].to_list() == [claim["id"] for claim in written["claims"]]
+    assert claims["verdict"].to_list() == [claim["verdict"] for claim in written["claims"]]
+    assert opened.stop_record() is None  # no stop rule
+    assert opened.write_report(tmp_path / "again", plots=False) == str(tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert again["claims"] == written["claims"]
+
+
+def test_a_stop_record_is_the_reports(config_path, tmp_path):
+    config = clocksweep.load_config(
+        config_path, output=str(tmp_path / "r"), stop={"win_rate": 0.2, "min_deals": 2000}
+    )
+    stopped = clocksweep.run(config, progress=io.StringIO())
+    record = stopped.stop_record()
+    assert record is not None and record["met"] is True
+    assert record["deals"] == 2000 < config.deals
+    assert stopped.outcome.stop["met"] is True
+
+
+def test_results_that_are_not_there_raise_the_line_the_cli_prints(tmp_path):
+    with pytest.raises(clocksweep.ClocksweepError) as raised:
+        clocksweep.open_results(tmp_path / "nothing")
+    assert raised.value.status == 2
+    assert str(raised.value) == cli_error("validate", tmp_path / "nothing")
+
+
+def test_an_unknown_table_names_the_tables(results):
+    with pytest.raises(
+        clocksweep.ClocksweepError, match="table: 'dealz' is not known; allowed: deals, facts"
+    ):
+        results.rows("dealz")
