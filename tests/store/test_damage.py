@@ -24,12 +24,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
+from helpers import clocksweep, report_cli, validate_cli
+from helpers import config_file as write_file
 from processes import end_processes
 from rows import kernel_rows, read_rows
 
 from pipeline import ERROR_PREFIX
-from pipeline.cli import cli
 from pipeline.report import document as reporting
 from pipeline.store import validate
 
@@ -67,25 +67,11 @@ pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray 
 
 @pytest.fixture
 def config_file(tmp_path) -> Path:
-    path = tmp_path / "t.toml"
-    path.write_text(CONFIG)
-    return path
-
-
-def run_cli(*args):
-    return CliRunner().invoke(cli, ["run", *map(str, args)])
-
-
-def validate_cli(results: Path):
-    return CliRunner().invoke(cli, ["validate", str(results)])
-
-
-def report_cli(results: Path):
-    return CliRunner().invoke(cli, ["report", str(results), "--no-plots", "--replay", "0"])
+    return write_file(tmp_path, CONFIG)
 
 
 def run_into(config_file: Path, out: Path, *extra: str):
-    return run_cli(config_file, f"--set=output={out}", *extra)
+    return clocksweep("run", config_file, f"--set=output={out}", *extra)
 
 
 def run_ok(config_file: Path, out: Path, *extra: str):
@@ -580,7 +566,7 @@ def test_run_json_fields_malformed(damage, results, config_file, expected):
 def test_deeply_nested_config(tmp_path):
     path = tmp_path / "deep.toml"
     path.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
-    one_line_error(run_cli(path), str(path))
+    one_line_error(clocksweep("run", path), str(path))
 
 
 # --- Stale temporary files at the top of the results -----------------------------------------
@@ -615,7 +601,7 @@ def test_output_with_nul_byte(fresh, tmp_path, monkeypatch):
         CONFIG.replace('name = "t"\n', f'name = "t"\noutput = "{tmp_path}/a\\u0000b"\n')
     )
     assert "\x00" in tomllib.loads(path.read_text())["output"]
-    line = one_line_error(run_cli(path, *(["--fresh"] if fresh else [])), "output")
+    line = one_line_error(clocksweep("run", path, *(["--fresh"] if fresh else [])), "output")
     assert "run.json" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nul.toml"]
 
@@ -623,7 +609,7 @@ def test_output_with_nul_byte(fresh, tmp_path, monkeypatch):
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
 def test_output_s3_without_bucket(fresh, config_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = run_cli(config_file, "--set=output=s3://", *(["--fresh"] if fresh else []))
+    result = clocksweep("run", config_file, "--set=output=s3://", *(["--fresh"] if fresh else []))
     line = one_line_error(result, "output")
     assert "run.json" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.toml"]
@@ -755,10 +741,12 @@ def test_a_shard_whose_file_cannot_be_put_in_place_is_not_committed(
 
     thread = threading.Thread(target=block_when_shard_3_runs)
     thread.start()
-    failed = CliRunner().invoke(
-        cli,
-        ["run", str(config_file), f"--set=output={results}", "--set=ray.max_retries=1"],
-        obj={"task": faults.pausing(0.3, str(pids))},
+    failed = clocksweep(
+        "run",
+        config_file,
+        f"--set=output={results}",
+        "--set=ray.max_retries=1",
+        task=faults.pausing(0.3, str(pids)),
     )
     thread.join()
     assert failed.exit_code == 1, failed.output
@@ -779,7 +767,7 @@ def test_a_shard_whose_file_cannot_be_put_in_place_is_not_committed(
 def test_deeply_nested_records_are_one_line(name, results):
     (results / name).write_text("[" * 100_000 + "]" * 100_000)
     for command in ("validate", "report"):
-        result = CliRunner().invoke(cli, [command, str(results)])
+        result = clocksweep(command, results)
         if name == "manifest.json" and command == "validate":
             assert result.exit_code == 1 and "nested too deeply" in result.output, result.output
             continue
@@ -800,7 +788,7 @@ def test_more_malformed_run_records(damage, results):
     damage[1](run)
     (results / "run.json").write_text(json.dumps(run))
     for command in ("validate", "report"):
-        one_line_error(CliRunner().invoke(cli, [command, str(results)]), "run.json")
+        one_line_error(clocksweep(command, results), "run.json")
 
 
 def test_foreign_things_at_the_top_are_named_and_left(results, config_file):

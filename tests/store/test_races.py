@@ -25,13 +25,12 @@ import duckdb
 import polars as pl
 import pytest
 import rows
-from click.testing import CliRunner
 from faults import driver
+from helpers import config_file, sweep_cli, validate_cli
 from processes import end_processes, processes_mentioning
 from rows import kernel_rows, read_rows
 
 from pipeline import ERROR_PREFIX
-from pipeline.cli import cli
 from pipeline.store import layout, validate
 from pipeline.sweep import config as sweep_config
 
@@ -56,18 +55,7 @@ pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray 
 
 
 def write_config(tmp_path: Path, deals: int, shard_size: int) -> Path:
-    path = tmp_path / "t.toml"
-    path.write_text(config_text(deals, shard_size))
-    return path
-
-
-def run_cli(config_file: Path, out: Path, *sets: str, fresh: bool = False):
-    args = ["run", str(config_file), f"--set=output={out}", *(f"--set={s}" for s in sets)]
-    return CliRunner().invoke(cli, args + (["--fresh"] if fresh else []))
-
-
-def validate_cli(results: Path):
-    return CliRunner().invoke(cli, ["validate", str(results)])
+    return config_file(tmp_path, config_text(deals, shard_size))
 
 
 def raised(result) -> str | None:
@@ -159,7 +147,7 @@ def test_second_driver_refused_while_first_runs(tmp_path):
                 "Ray was first seen"
             )
         else:
-            race = run_cli(config_file, out, "seed=7")
+            race = sweep_cli(config_file, out, "seed=7")
             if race.exit_code == 0:
                 problems.append(
                     "B (seed 7), started while A was starting Ray, was not refused: it "
@@ -185,7 +173,7 @@ def test_second_driver_refused_while_first_runs(tmp_path):
                 and not p.name.endswith(".tmp")
                 and ".partial" not in p.relative_to(out).parts
             }
-            mid = run_cli(config_file, out, "seed=7")
+            mid = sweep_cli(config_file, out, "seed=7")
             problem = cli_one_line_problem(mid)
             if problem or "in use by another clocksweep run" not in mid.stderr:
                 problems.append(
@@ -227,7 +215,7 @@ def test_second_driver_refused_while_first_runs(tmp_path):
 
         # After A: another seed is refused, nothing changes; the same config resumes.
         before = {p: data for p, data in files_under(out).items() if p.name != ".lock"}
-        after_a = run_cli(config_file, out, "seed=7")
+        after_a = sweep_cli(config_file, out, "seed=7")
         problem = cli_one_line_problem(after_a)
         if problem or "another config" not in after_a.stderr:
             problems.append(
@@ -235,7 +223,7 @@ def test_second_driver_refused_while_first_runs(tmp_path):
             )
         if before != {p: data for p, data in files_under(out).items() if p.name != ".lock"}:
             problems.append("B after A changed A's files")
-        same = run_cli(config_file, out)
+        same = sweep_cli(config_file, out)
         if same.exit_code != 0 or "0 played" not in same.stderr:
             problems.append(
                 f"the same config after A did not resume with '0 played': {same.output!r}"
@@ -339,7 +327,7 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
     if count != rows:
         problems.append(f"DuckDB reads {count} rows of the committed files, not {rows}")
 
-    rerun = run_cli(config_file, out)
+    rerun = sweep_cli(config_file, out)
     if rerun.exit_code != 0:
         problems.append(f"rerun: exit {rerun.exit_code}: {rerun.output[-300:]!r}")
     elif validate_cli(out).exit_code != 0 or not content(out).equals(kernel_rows(text)):
@@ -409,18 +397,18 @@ def stray_temporaries(out: Path) -> list[str]:
     )
 
 
-def test_disk_full_mid_sweep(tmp_path, tmpfs):
+def test_disk_full_mid_sweep_cli(tmp_path, tmpfs):
     """A tmpfs of 3/5 of the pages the run takes: the run stops in a line, what it committed
     stays valid, and after the disk grows a rerun gives the rows of an uninterrupted run."""
     config_file = write_config(tmp_path, 20_000, 2000)
     reference = tmp_path / "reference"
-    assert run_cli(config_file, reference).exit_code == 0
+    assert sweep_cli(config_file, reference).exit_code == 0
     needed = pages(reference)
     disk = tmpfs(f"{4 * (needed * 3 // 5)}k")  # room for the first tasks' files, not for all
     out = disk / "R"
     problems: list[str] = []
 
-    full = run_cli(config_file, out)
+    full = sweep_cli(config_file, out)
     problem = disk_full_problem(full)
     if problem:
         problems.append(f"the run on a full disk: {problem}")
@@ -446,7 +434,7 @@ def test_disk_full_mid_sweep(tmp_path, tmpfs):
         problems.append(f"validate after the full disk: {error}")
 
     tmpfs(f"{4 * needed * 4}k", remount=True)
-    rerun = run_cli(config_file, out)
+    rerun = sweep_cli(config_file, out)
     if rerun.exit_code != 0 or raised(rerun):
         problems.append(
             f"rerun with space: exit {rerun.exit_code} {raised(rerun) or ''}: "
@@ -468,7 +456,7 @@ def test_disk_full_while_run_json_written(tmp_path, tmpfs):
     filler.write_bytes(b"\0" * (stats.f_bavail * stats.f_frsize - 4096))
     problems: list[str] = []
 
-    full = run_cli(config_file, out)
+    full = sweep_cli(config_file, out)
     problem = disk_full_problem(full)
     if problem:
         problems.append(f"the run on a full disk: {problem}")
@@ -479,7 +467,7 @@ def test_disk_full_while_run_json_written(tmp_path, tmpfs):
         problems.append(f"temporary files left: {sorted(set(left))}")
 
     filler.unlink()
-    rerun = run_cli(config_file, out)
+    rerun = sweep_cli(config_file, out)
     if rerun.exit_code != 0 or raised(rerun):
         problems.append(
             f"rerun with space: exit {rerun.exit_code} {raised(rerun) or ''}: "
@@ -532,7 +520,7 @@ def test_report_while_fresh_run_deletes(tmp_path):
     report exits 0 or with a one-line error, never a traceback."""
     config_file = write_config(tmp_path, 20_000, 2000)
     pristine, out = tmp_path / "pristine", tmp_path / "R"
-    assert run_cli(config_file, pristine).exit_code == 0
+    assert sweep_cli(config_file, pristine).exit_code == 0
 
     def delete_like_fresh() -> None:
         shutil.rmtree(out / "shards", ignore_errors=True)
@@ -562,7 +550,7 @@ def test_report_while_fresh_run_deletes(tmp_path):
             if action == "delete":
                 delete_like_fresh()
             else:
-                fresh = run_cli(config_file, out, f"seed={7 + number}", fresh=True)
+                fresh = sweep_cli(config_file, out, f"seed={7 + number}", fresh=True)
                 if fresh.exit_code != 0:
                     problems.append(
                         f"trial {number}: the --fresh run failed: {fresh.output[-300:]!r}"
@@ -609,7 +597,7 @@ def test_plans_are_ranges(tmp_path):
     validate of a run.json planning 2**64 shards; a deal range past 2**64 is refused in a line."""
     config_file = write_config(tmp_path, 1000, 500)
     results = tmp_path / "R"
-    made = run_cli(config_file, results)
+    made = sweep_cli(config_file, results)
     assert made.exit_code == 0, made.output
     run = json.loads((results / "run.json").read_text())
     run["config"]["deals"], run["config"]["shard_size"] = 2**64, 1

@@ -26,7 +26,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,14 +34,13 @@ import time
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
-from click.testing import CliRunner
 from faults import driver, driver_env, pausing
+from helpers import clocksweep, free_port
 from processes import end_processes
 from proxy import Proxy
 from rows import kernel_rows, sorted_rows
 
 from pipeline import ERROR_PREFIX
-from pipeline.cli import cli
 from pipeline.store import lease as store_lease
 from pipeline.store.location import Location
 from pipeline.store.validate import committed_files
@@ -77,12 +75,6 @@ LEASE = "9"
 CONNECT = "4"  # seconds a store may take to answer (CLOCKSWEEP_CONNECT_SECONDS)
 # A run that hangs is ended after this long: the test then fails instead of hanging.
 HANG = 120
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Store:
@@ -166,10 +158,6 @@ def proxy(s3):
     into = Proxy(("127.0.0.1", s3.port))
     yield into
     into.close()
-
-
-def cli_run(*args, obj=None):
-    return CliRunner().invoke(cli, [*map(str, args)], obj=obj)
 
 
 def rows_at(where: str) -> pl.DataFrame:
@@ -331,7 +319,7 @@ def test_a_store_that_loses_its_state_loses_the_lease_at_once(s3, tmp_path):
         reset.append(time.monotonic())
 
     threading.Thread(target=reset_after_a_commit, daemon=True).start()
-    result = cli_run("run", config, f"--set=output={uri}", obj={"task": pausing(0.3, str(pids))})
+    result = clocksweep("run", config, f"--set=output={uri}", task=pausing(0.3, str(pids)))
     assert reset, result.output
     took = time.monotonic() - reset[0]
     line = one_failure_line(result.exit_code, result.stderr, result.stdout)
@@ -341,10 +329,10 @@ def test_a_store_that_loses_its_state_loses_the_lease_at_once(s3, tmp_path):
     assert "lost its lease" in line and any(text in line for text in gone), line
     assert took < 3 + 12, f"stopped {took:.0f} s after the reset"  # a renewal, then the stop
 
-    rerun = cli_run("run", config, f"--set=output={uri}")
+    rerun = clocksweep("run", config, f"--set=output={uri}")
     assert rerun.exit_code == 0, rerun.output
     assert rows_at(uri).equals(expected)
-    assert cli_run("validate", uri).exit_code == 0
+    assert clocksweep("validate", uri).exit_code == 0
 
 
 # --- A run record lost, its manifest or shard files left --------------------------------
@@ -359,34 +347,34 @@ def test_a_manifest_without_its_run_record_is_recovered(s3, tmp_path, where):
         out = str(tmp_path / "norun")
         location = Location(out)
     config_file, expected = sweep_config(tmp_path)
-    assert cli_run("run", config_file, f"--set=output={out}").exit_code == 0
+    assert clocksweep("run", config_file, f"--set=output={out}").exit_code == 0
     entries = json.loads(Location(out).fs.open_input_stream(location.full("manifest.json")).read())
     lost = entries["shards"][2]["files"][0]["path"]
     location.delete("run.json")
     location.delete(lost)
 
     for command in (["validate", out], ["report", out, "--out", tmp_path / "report"]):
-        said = cli_run(*command)
+        said = clocksweep(*command)
         assert said.exit_code == 2 and "Traceback" not in said.output, said.output
         (line,) = said.stderr.strip().splitlines()
         assert "manifest.json is there but not run.json" in line and "rerun" in line, line
 
-    other = cli_run("run", config_file, f"--set=output={out}", "--set=seed=1")
+    other = clocksweep("run", config_file, f"--set=output={out}", "--set=seed=1")
     assert other.exit_code == 2, other.output
     assert "another config's" in other.stderr and "--fresh" in other.stderr
     assert location.kind("run.json") == "missing"  # nothing written
 
-    rerun = cli_run("run", config_file, f"--set=output={out}")
+    rerun = clocksweep("run", config_file, f"--set=output={out}")
     assert rerun.exit_code == 0, rerun.output
     assert "run.json is missing" in rerun.stderr and "1 played" in rerun.stderr, rerun.stderr
     assert rows_at(out).equals(expected)
-    assert cli_run("validate", out).exit_code == 0
+    assert clocksweep("validate", out).exit_code == 0
 
     location.delete("run.json")
-    fresh = cli_run("run", config_file, f"--set=output={out}", "--set=seed=1", "--fresh")
+    fresh = clocksweep("run", config_file, f"--set=output={out}", "--set=seed=1", "--fresh")
     assert fresh.exit_code == 0, fresh.output
     assert rows_at(out).equals(kernel_rows(sweep_text(), seed=1))
-    assert cli_run("validate", out).exit_code == 0
+    assert clocksweep("validate", out).exit_code == 0
 
     # Both records lost, the shard files left: taken up (and removed) by a plain rerun; but
     # not beside a file clocksweep does not write.
@@ -394,10 +382,10 @@ def test_a_manifest_without_its_run_record_is_recovered(s3, tmp_path, where):
     location.delete("manifest.json")
     with location.fs.open_output_stream(location.full("notes.txt")) as notes:
         notes.write(b"not clocksweep's")
-    refused = cli_run("run", config_file, f"--set=output={out}")
+    refused = clocksweep("run", config_file, f"--set=output={out}")
     assert refused.exit_code == 2 and "not a clocksweep results directory" in refused.stderr
     location.delete("notes.txt")
-    taken_up = cli_run("run", config_file, f"--set=output={out}")
+    taken_up = clocksweep("run", config_file, f"--set=output={out}")
     assert taken_up.exit_code == 0, taken_up.output
     assert "removed 12 file(s) of an earlier run" in taken_up.stderr, taken_up.stderr
     assert rows_at(out).equals(expected)
@@ -425,9 +413,7 @@ def test_a_short_outage_does_not_fail_shards(s3, proxy, tmp_path):
         proxy.resume()
 
     threading.Thread(target=outage, daemon=True).start()
-    result = cli_run(
-        "run", config_file, f"--set=output={uri}", obj={"task": pausing(0.5, str(pids))}
-    )
+    result = clocksweep("run", config_file, f"--set=output={uri}", task=pausing(0.5, str(pids)))
     assert result.exit_code == 0, result.stderr[-2000:]
     assert "failed, attempt 1 of 4" in result.stderr and "retrying in 1 s" in result.stderr
     assert "giving up" not in result.stderr
@@ -482,7 +468,7 @@ def test_a_file_that_vanishes_while_validate_reads_it(s3, proxy, tmp_path):
     it (as a --fresh run's clean-up deletes it under a validate): one line, exit 1."""
     uri = s3.uri("vanish", proxy.endpoint)
     config_file, _ = sweep_config(tmp_path)
-    assert cli_run("run", config_file, f"--set=output={uri}").exit_code == 0
+    assert clocksweep("run", config_file, f"--set=output={uri}").exit_code == 0
     location = Location(uri)
     manifest = json.loads(location.fs.open_input_stream(location.full("manifest.json")).read())
     key = f"vanish/{manifest['shards'][3]['files'][0]['path']}".encode()
@@ -499,7 +485,7 @@ def test_a_file_that_vanishes_while_validate_reads_it(s3, proxy, tmp_path):
             seen.append(data)
 
     proxy.on_request = on_request
-    checked = cli_run("validate", uri)
+    checked = clocksweep("validate", uri)
     assert checked.exception is None or isinstance(checked.exception, SystemExit), repr(
         checked.exception
     )

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 import faults
 import polars as pl
 import pytest
+from helpers import free_port
 from processes import end_processes, processes_mentioning
 
 from pipeline.engine import kernel
@@ -48,12 +48,6 @@ order = ["round-robin", "packets"]
 """
 SORT_KEY = ["order", "variant", "strategy", "finale", "depth", "deal"]
 STEP_TIMEOUT = 180  # seconds for any one step; the test as a whole stays within a few minutes
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def ray_command(*args: str, env: dict) -> None:

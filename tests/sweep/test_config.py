@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers import clocksweep, config_file
 
-from pipeline.cli import cli
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.sweep import config
@@ -23,9 +22,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def write_config(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "sweep.toml"
-    path.write_text(body)
-    return path
+    return config_file(tmp_path, body, "sweep.toml")
 
 
 BASE = """
@@ -124,7 +121,7 @@ def test_defaults(tmp_path):
 
 def test_dry_run(base):
     path, out = base
-    result = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    result = clocksweep("run", path, "--dry-run")
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "3 cells:" in text and "watch most finale=down order=round-robin" in text
@@ -174,7 +171,7 @@ BAD_EDITS = [
 
 
 def run_cli(args):
-    return CliRunner().invoke(cli, args)
+    return clocksweep(*args)
 
 
 def assert_one_line_error(result, words, out: Path | None = None):
