@@ -159,6 +159,10 @@ class Choice:
 
 Read = tuple[Cell, ...]  # one cell (its win rate) or two (a's win rate minus b's)
 
+# A measure gives the cells a claim chooses among in a sweep (`candidates`), every read it may
+# take of them (`reads`: what a stop rule keeps a sequence for), and the one it takes given
+# the win rates measured so far (`pick`).
+
 
 @dataclass(frozen=True)
 class BestRate:
@@ -166,11 +170,13 @@ class BestRate:
 
     choice: Choice
 
-    def reads(self, cells: Collection[Cell]) -> list[Read]:
-        return [(cell,) for cell in self.choice.candidates(cells)]
+    def candidates(self, cells: Collection[Cell]) -> list[Cell]:
+        return self.choice.candidates(cells)
 
-    def pick(self, cells: Collection[Cell], rate) -> Read | None:
-        candidates = self.choice.candidates(cells)
+    def reads(self, candidates: list[Cell]) -> list[Read]:
+        return [(cell,) for cell in candidates]
+
+    def pick(self, candidates: list[Cell], rate) -> Read | None:
         return (max(candidates, key=rate),) if candidates else None
 
 
@@ -180,12 +186,13 @@ class BestMinusWorst:
 
     choice: Choice
 
-    def reads(self, cells: Collection[Cell]) -> list[Read]:
-        found = self.choice.candidates(cells)
-        return [(a, b) for i, a in enumerate(found) for b in found[i + 1 :]]
+    def candidates(self, cells: Collection[Cell]) -> list[Cell]:
+        return self.choice.candidates(cells)
 
-    def pick(self, cells: Collection[Cell], rate) -> Read | None:
-        candidates = self.choice.candidates(cells)
+    def reads(self, candidates: list[Cell]) -> list[Read]:
+        return [(a, b) for i, a in enumerate(candidates) for b in candidates[i + 1 :]]
+
+    def pick(self, candidates: list[Cell], rate) -> Read | None:
         if len(candidates) < 2:
             return None
         ranked = sorted(candidates, key=rate, reverse=True)
@@ -199,18 +206,21 @@ class OrderDifference:
 
     variants: tuple[str, ...]
 
-    def reads(self, cells: Collection[Cell]) -> list[Read]:
+    def candidates(self, cells: Collection[Cell]) -> list[Cell]:
         for variant in self.variants:
             a, b = (
                 next((c for c in cells if (c.variant, c.order, c.finale) == key), None)
                 for key in ((variant, "round-robin", "down"), (variant, "packets", "down"))
             )
             if a and b:
-                return [(a, b)]
+                return [a, b]
         return []
 
-    def pick(self, cells: Collection[Cell], rate) -> Read | None:
-        return next(iter(self.reads(cells)), None)
+    def reads(self, candidates: list[Cell]) -> list[Read]:
+        return [tuple(candidates)] if candidates else []
+
+    def pick(self, candidates: list[Cell], rate) -> Read | None:
+        return tuple(candidates) or None
 
 
 # --- The claims a win count decides ---------------------------------------------------------
@@ -245,28 +255,28 @@ class Declaration:
     asserts: ExactValue | Above | Below | NoDifference
     needs_all: str | None = None
 
-    def present(self, cells: Collection[Cell]) -> int:
-        """How many of the counts-only strategies the claim's cells include."""
-        choice = getattr(self.measure, "choice", None)
-        return len(choice.candidates(cells)) if choice else 0
-
     def verdict(self, interval: Interval, present: int) -> str:
-        """The rule's verdict on the measured interval, over ``present`` strategies."""
+        """The rule's verdict on the measured interval, with ``present`` of the counts-only
+        strategies among the claim's cells."""
         verdict = self.asserts.verdict(interval)
         if self.needs_all is None:
             return verdict
         return over_some_strategies(verdict, present, self.needs_all)
 
     def decide(self, cells: Collection[Cell], evidence: Evidence) -> Decision | None:
-        """The verdict on ``cells`` (None if they cannot answer the claim)."""
-        read = self.measure.pick(cells, evidence.rate)
+        """The verdict on a sweep's ``cells`` (None if they cannot answer the claim)."""
+        return self.decide_among(self.measure.candidates(cells), evidence)
+
+    def decide_among(self, candidates: list[Cell], evidence: Evidence) -> Decision | None:
+        """`decide`, given the claim's candidates in the sweep (`measure.candidates`)."""
+        read = self.measure.pick(candidates, evidence.rate)
         if read is None:
             return None
         interval = evidence.interval(read)
         if interval is None:
             return Decision(read, None, INCONCLUSIVE, False)
         measured = self.asserts.verdict(interval)
-        verdict = self.verdict(interval, self.present(cells))
+        verdict = self.verdict(interval, len(candidates))
         return Decision(read, interval, verdict, verdict != measured)
 
 

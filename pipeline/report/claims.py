@@ -362,7 +362,7 @@ def decide(claim_id: str, figures: ClaimFigures) -> Decision | None:
 
 def candidates(claim_id: str, figures: ClaimFigures) -> list[Cell]:
     """The cells a declared claim chooses among in this sweep."""
-    return DECLARED[claim_id].measure.choice.candidates(figures.cells)
+    return DECLARED[claim_id].measure.candidates(figures.cells)
 
 
 def primary(

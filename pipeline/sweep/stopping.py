@@ -93,6 +93,7 @@ class ClaimCheck:
     declaration: Declaration
     rates: dict[Cell, int]
     pairs: dict[tuple[Cell, Cell], tuple[int, int]]  # (a, b) -> (tally pair, sign of a - b)
+    candidates: list[Cell]  # the cells it chooses among (`measure.candidates`), found once
 
     @property
     def id(self) -> str:
@@ -110,11 +111,12 @@ def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
         tallied[(cells[b], cells[a])] = (k, -1)
     checks = []
     for declaration in DECLARED.values():
-        reads = declaration.measure.reads(cells)
+        candidates = declaration.measure.candidates(cells)
+        reads = declaration.measure.reads(candidates)
         if reads and all(len(read) == 1 or read in tallied for read in reads):
             rates = {read[0]: index[read[0]] for read in reads if len(read) == 1}
             pairs = {read: tallied[read] for read in reads if len(read) == 2}
-            checks.append(ClaimCheck(declaration, rates, pairs))
+            checks.append(ClaimCheck(declaration, rates, pairs, candidates))
     return checks
 
 
@@ -126,7 +128,7 @@ class Sequences:
         self.stopping = stopping
 
     def rate(self, cell: Cell) -> float:
-        return self.stopping.won[self.stopping.cells.index(cell)]
+        return self.stopping.won[self.stopping.index[cell]]
 
     def interval(self, read: Read) -> tuple[float, float] | None:
         sequence, sign = self.stopping.claim_sequence(read)
@@ -176,6 +178,7 @@ class Stopping:
         self.differences = [anytime.difference(alpha) for _ in self.pairs]
         self.checks = claim_checks(self.cells) if rule.claims else []
         self._claim_sequences()
+        self.index = {cell: i for i, cell in enumerate(self.cells)}
         self.won = [0] * len(self.cells)  # each cell's wins so far: they rank a claim's cells
         self.deals = 0
         self.shards = 0
@@ -238,7 +241,7 @@ class Stopping:
         return max(aim(estimate), self._reachable(sequence))
 
     def claim_verdict(self, check: ClaimCheck) -> str:
-        decision = check.declaration.decide(self.cells, Sequences(self))
+        decision = check.declaration.decide_among(check.candidates, Sequences(self))
         return INCONCLUSIVE if decision is None else decision.verdict
 
     def _claim_met(self, check: ClaimCheck) -> bool:
@@ -247,7 +250,7 @@ class Stopping:
     def _claim_read(self, check: ClaimCheck) -> tuple[tuple[str, ...], anytime.Sequence]:
         """The read a claim's verdict now turns on (its cells' labels, in the order of its
         sequence) and that sequence: what the claim's target shows."""
-        read = check.declaration.measure.pick(self.cells, Sequences(self).rate)
+        read = check.declaration.measure.pick(check.candidates, Sequences(self).rate)
         sequence, sign = self.claim_sequence(read)
         return tuple(cell.label for cell in read[::sign]), sequence
 
