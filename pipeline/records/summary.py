@@ -65,7 +65,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.engine import rules
+from pipeline.engine import pairing, rules
 from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
 from pipeline.records import schema
@@ -734,7 +734,7 @@ class KernelBatches(ShardSummary):
 
     def __init__(self, cells: Sequence[Cell]):
         super().__init__(cells, 0, 0)
-        self.pairs = comparable_pairs(self.cells)
+        self.pairs = pairing.pairs(self.cells)
         self.pair_sums = np.zeros((len(self.pairs), 4), dtype=np.int64)
         self.block_sums = np.zeros((len(self.cells), BLOCK + 1), dtype=np.int64)
 
@@ -770,27 +770,6 @@ class KernelBatches(ShardSummary):
             "blocks": block_table_of(self.cells, self.block_sums),
             "facts": self.facts.table(),
         }
-
-
-def comparable_pairs(cells: Sequence[Cell]) -> list[tuple[int, int]]:
-    """Pairs (a, b), a < b, of cells whose outcomes are compared deal by deal.
-
-    Cells of one deal order play the same layouts; cells that differ only in the order play
-    the same deal numbers (different layouts of one shuffle).
-    """
-    pairs = []
-    for a, first in enumerate(cells):
-        for b in range(a + 1, len(cells)):
-            second = cells[b]
-            same_but_order = (first.variant, first.strategy, first.finale, first.depth) == (
-                second.variant,
-                second.strategy,
-                second.finale,
-                second.depth,
-            )
-            if first.order == second.order or same_but_order:
-                pairs.append((a, b))
-    return pairs
 
 
 def packed_rows(bits: np.ndarray) -> np.ndarray:
@@ -844,8 +823,8 @@ def pair_counts(
 def pair_table(
     cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None, pairs=None
 ) -> pa.Table:
-    """The ``pairs`` table of ``cells`` (``pairs``: those of `comparable_pairs` to count)."""
-    pairs = comparable_pairs(cells) if pairs is None else pairs
+    """The ``pairs`` table of ``cells`` (``pairs``: those of `pairing.pairs` to count)."""
+    pairs = pairing.pairs(cells) if pairs is None else pairs
     return pair_table_of(cells, pairs, pair_counts(won, present, pairs))
 
 

@@ -1,14 +1,16 @@
 """The seeds' claims (docs/claims.md): each measured, with its interval and a verdict by a stated rule.
 
 Every claim gives: the seed file(s) it comes from, the claim in the seed's words, the figure
-measured, its 99.9% interval (`stats.CLAIM_CONFIDENCE`: eleven verdicts from one sweep should
-not refute anything by chance), the rule that decides the verdict, the verdict
-(``confirmed``, ``refuted`` or ``inconclusive``), and what was measured on which cells. A
-claim the sweep's cells cannot answer is ``inconclusive`` and says which cells it needs.
+measured, its interval at the claims' confidence (`stats.CLAIM_CONFIDENCE`: eleven verdicts
+from one sweep should not refute anything by chance), the rule that decides the verdict, the
+verdict (``confirmed``, ``refuted`` or ``inconclusive``), and what was measured on which
+cells. A claim the sweep's cells cannot answer is ``inconclusive`` and says which cells it
+needs.
 
-Tolerances are stated once here: an exact value is pinned down when the interval's half
-width is at most ``TOLERANCE``; two things "make no difference" when the paired interval of
-their difference lies within +-``TOLERANCE``.
+The verdict rules and their tolerance are stated once, in `inference.claims`, and so are the
+claims a win count decides (`inference.claims.DECLARED`), which a stop rule decides too: the
+functions here evaluate those declarations on the report's fixed-n intervals and say what
+was measured.
 
 Two claims are about facts of a deal beyond its outcome: which hour piles the chain has
 taken from by the third king, and the bottom cards of the layout. Each shard counts them on
@@ -26,7 +28,7 @@ provides it, and tests/report/test_claims.py tests every verdict rule on made-up
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache, lru_cache
@@ -37,7 +39,20 @@ import numpy as np
 
 from pipeline.engine import odds, rules
 from pipeline.engine.rules import Cell
-from pipeline.report import stats
+from pipeline.inference import stats
+from pipeline.inference.claims import (  # the verdict rules, stated once
+    CONFIRMED,
+    DECLARED,
+    INCONCLUSIVE,
+    REFUTED,
+    STANDARD_PLAY,
+    TOLERANCE,
+    Decision,
+    Read,
+    above_verdict,
+    below_verdict,
+)
+from pipeline.inference.claims import primary as primary_of
 
 # The rule pages the claims were read from: the file (recorded in report.json), and the
 # page's title, by which a reader knows it (docs/claims.md).
@@ -63,17 +78,13 @@ def source_text(seed_files: list[str]) -> str:
     return "; ".join(f'"{PAGE_TITLES[seed]}"' for seed in seeds)
 
 
-TOLERANCE = 0.005  # half a percentage point
 NEAR_MISS = 3  # "a couple of cards to go": at most this many cards down at the first death
 ORDINARY = 0.05  # an event is "ordinary" if it happens at least this often (not significant at 5%)
 LOST = 0.01  # a position is "already lost" if fewer than this share of such deals win
 MIN_WINS_52 = 100  # won deals needed before "every win turns 52 cards" means something
 MIN_LATER_DEATHS = 100  # later deaths needed for the play-it-out claim
-# The variants whose deals are won exactly when standard play wins them, standard first: a
-# claim about standard play reads the first of these the sweep has.
-STANDARD_PLAY = tuple(variant for variant in rules.VARIANTS if rules.wins_as_standard(variant))
 COUNTS_TEXT = ", ".join(rules.COUNT_STRATEGIES)  # the strategies that see only the counts
-CONFIRMED, REFUTED, INCONCLUSIVE = "confirmed", "refuted", "inconclusive"
+LEVEL = stats.CLAIM_LEVEL  # the claims' confidence, as the rules print it ("99.9%")
 
 
 @dataclass
@@ -119,50 +130,13 @@ class Claim:
         }
 
 
-# --- Verdict rules ------------------------------------------------------------------------
-
-
-def exact_value_verdict(value: float, interval: tuple[float, float]) -> str:
-    low, high = interval
-    if not low <= value <= high:
-        return REFUTED
-    return CONFIRMED if (high - low) / 2 <= TOLERANCE else INCONCLUSIVE
-
-
-def above_verdict(interval: tuple[float, float], threshold: float) -> str:
-    low, high = interval
-    if low > threshold:
-        return CONFIRMED
-    return REFUTED if high < threshold else INCONCLUSIVE
-
-
-def below_verdict(interval: tuple[float, float], threshold: float) -> str:
-    low, high = interval
-    if high < threshold:
-        return CONFIRMED
-    return REFUTED if low > threshold else INCONCLUSIVE
-
-
-def over_some_strategies(verdict: str, present: int, needs_all: str) -> str:
-    """``verdict`` drawn from ``present`` of the counts-only strategies: the one verdict only
-    all of them can support (``needs_all``: that none beats a bound, or that none differs) is
-    inconclusive while any is missing; the other holds on what is there."""
-    if verdict == needs_all and present < len(rules.COUNT_STRATEGIES):
-        return INCONCLUSIVE
-    return verdict
+# --- Texts ----------------------------------------------------------------------------------
 
 
 def missing_text(variant: str, strategies) -> str:
     """A claim's needs: the counts-only strategies of ``variant`` not in the sweep."""
     missing = [s for s in rules.COUNT_STRATEGIES if s not in strategies]
     return f"cells {variant} x {{{', '.join(missing)}}}, finale=down"
-
-
-def no_difference_verdict(interval: tuple[float, float]) -> str:
-    low, high = interval
-    if low > 0 or high < 0:
-        return REFUTED
-    return CONFIRMED if -TOLERANCE <= low and high <= TOLERANCE else INCONCLUSIVE
 
 
 def pct(x: float | None, digits: int = 2) -> str:
@@ -362,6 +336,35 @@ class ClaimFigures(Protocol):
 # --- The claims ---------------------------------------------------------------------------
 
 
+class FixedN:
+    """The report's evidence for a declared claim (`inference.claims.Evidence`): fixed-n
+    intervals at the claims' confidence, Wilson's for a win rate, Newcombe's paired one for
+    a difference."""
+
+    def __init__(self, figures: ClaimFigures):
+        self.figures = figures
+
+    def rate(self, cell: Cell) -> float:
+        return self.figures.cells[cell].rate
+
+    def interval(self, read: Read) -> tuple[float, float] | None:
+        if len(read) == 1:
+            entry = self.figures.cells[read[0]]
+            return stats.wilson(entry.wins, entry.n, stats.CLAIM_CONFIDENCE) if entry.n else None
+        paired = self.figures.paired(*read, stats.CLAIM_CONFIDENCE)
+        return None if paired is None else (paired.low, paired.high)
+
+
+def decide(claim_id: str, figures: ClaimFigures) -> Decision | None:
+    """A declared claim's decision on the report's figures (None: the cells cannot answer)."""
+    return DECLARED[claim_id].decide(figures.cells, FixedN(figures))
+
+
+def candidates(claim_id: str, figures: ClaimFigures) -> list[Cell]:
+    """The cells a declared claim chooses among in this sweep."""
+    return DECLARED[claim_id].measure.candidates(figures.cells)
+
+
 def primary(
     figures: ClaimFigures,
     variant: str,
@@ -369,23 +372,8 @@ def primary(
     finale: str = "down",
     depth: str | None = None,
 ) -> Cell | None:
-    """The sweep's cell of a variant/strategy/finale, round-robin first, else packets.
-
-    A strategy that never reads the bottom cards (or no strategy) plays the same deals the
-    same way whichever the finale, so with finale "down" missing, "up" stands in for it.
-    """
-    finales = [finale]
-    if finale == "down" and (strategy is None or strategy in rules.COUNT_STRATEGIES):
-        finales.append("up")
-    for candidate in finales:
-        for order in rules.ORDERS:
-            try:
-                cell = Cell(variant, strategy, candidate, order, depth)
-            except rules.RuleError:
-                return None
-            if cell in figures.cells:
-                return cell
-    return None
+    """The sweep's cell of a variant/strategy/finale (`inference.claims.primary`)."""
+    return primary_of(figures.cells, variant, strategy, finale, depth)
 
 
 def standard_cell(figures: ClaimFigures) -> Cell | None:
@@ -401,28 +389,29 @@ def one_in_13(figures: ClaimFigures) -> Claim:
         ("000", "001", "003", "004"),
         'Standard play wins one deal in thirteen (000: "one deal in thirteen"; 001: "The 1-in-13 '
         'figure is exact"; 003: "The chances of winning are 1 in 13"; 004: "About 1 game in 13").',
-        f"confirmed if 1/13 lies inside the 99.9% interval of the standard win rate and the "
+        f"confirmed if 1/13 lies inside the {LEVEL} interval of the standard win rate and the "
         f"interval's half width is at most {pct(TOLERANCE)}; refuted if 1/13 lies outside it; "
         "otherwise inconclusive (too few deals).",
         exact="1/13",
     )
-    cell = standard_cell(figures)
-    if cell is None:
+    decision = decide("one_in_13", figures)
+    if decision is None:
         claim.needs = "a standard cell (variant standard, or play_out whose restart-free deals are standard wins)"
         claim.basis = "no standard cell in this sweep"
         return claim
-    return _rate_claim(claim, figures, cell, lambda ci: exact_value_verdict(1 / 13, ci))
+    return _rate_claim(claim, figures, decision)
 
 
 def _rate_claim(
-    claim: Claim, figures: ClaimFigures, cell: Cell, verdict: Callable, wins_of: str = "deals"
+    claim: Claim, figures: ClaimFigures, decision: Decision, wins_of: str = "deals"
 ) -> Claim:
+    (cell,) = decision.read
     entry = figures.cells[cell]
-    interval = stats.wilson(entry.wins, entry.n, stats.CLAIM_CONFIDENCE)
-    claim.figure, claim.interval = entry.rate, interval
+    claim.figure = entry.rate
+    claim.interval = stats.wilson(entry.wins, entry.n, stats.CLAIM_CONFIDENCE)
     claim.figure_text = f"{pct(entry.rate)} ({entry.wins:,} of {entry.n:,} {wins_of} won)"
     claim.basis = f"cell {cell.label}"
-    claim.verdict = verdict(interval) if entry.n else INCONCLUSIVE
+    claim.verdict = decision.verdict
     return claim
 
 
@@ -433,31 +422,28 @@ def better_than_one_in_three(figures: ClaimFigures) -> Claim:
         'The one-swap house rule "raises the chance of winning from 1 in 13 to better than 1 in 3 '
         'if you choose well".',
         f"the best one_swap strategy a player can use with the bottoms face down ({COUNTS_TEXT}) "
-        "is measured; confirmed if the lower end of its 99.9% interval is above 1/3, "
+        f"is measured; confirmed if the lower end of its {LEVEL} interval is above 1/3, "
         "refuted if the upper end is below 1/3 (and every one of those strategies was played), "
         "otherwise inconclusive.",
     )
-    candidates = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "one_swap", s))]
-    if not candidates:
+    decision = decide("better_than_one_in_three", figures)
+    if decision is None:
         claim.needs = f"cells one_swap x {{{COUNTS_TEXT}}}, finale=down"
         claim.basis = "no one_swap cell with a counts-only strategy in this sweep"
         return claim
-    best = max(candidates, key=lambda c: figures.cells[c].rate)
-    _rate_claim(claim, figures, best, lambda ci: above_verdict(ci, 1 / 3))
-    verdict = over_some_strategies(claim.verdict, len(candidates), REFUTED)
-    if verdict != claim.verdict:
-        claim.verdict = verdict
+    _rate_claim(claim, figures, decision)
+    played = candidates("better_than_one_in_three", figures)
+    if decision.withheld:
         claim.needs = (
-            missing_text("one_swap", [c.strategy for c in candidates])
+            missing_text("one_swap", [c.strategy for c in played])
             + ": a strategy not played may beat 1/3"
         )
+    (best,) = decision.read
     exact = figures.cells[best].exact
     if exact is not None:
         claim.exact = odds.fraction_text(exact)
         claim.detail.append(f"exact value for {best.strategy}: {float(exact):.6f}")
-    others = ", ".join(
-        f"{c.strategy} {pct(figures.cells[c].rate)}" for c in candidates if c != best
-    )
+    others = ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in played if c != best)
     if others:
         claim.detail.append(f"the other strategies: {others}")
     return claim
@@ -469,25 +455,25 @@ def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
         ("000",),
         'Under Watch, "which card you pick makes no difference to whether the chain survives".',
         "the Watch strategies a player can use with the bottoms face down are compared on the same "
-        "deals, the best against the worst; refuted if the 99.9% paired interval of their "
+        f"deals, the best against the worst; refuted if the {LEVEL} paired interval of their "
         f"difference excludes 0, confirmed if it lies within +-{pct(TOLERANCE)} (and every one of "
         "those strategies was played), otherwise inconclusive.",
     )
-    cells = [c for s in rules.COUNT_STRATEGIES if (c := primary(figures, "watch", s))]
-    if len(cells) < 2:
+    cells = candidates("pick_makes_no_difference", figures)
+    decision = decide("pick_makes_no_difference", figures)
+    if decision is None:
         claim.needs = (
             f"at least two cells watch x {{{COUNTS_TEXT}}}, finale=down "
             "(most and fewest differ most)"
         )
         claim.basis = f"{len(cells)} watch cell(s) with a counts-only strategy in this sweep"
         return claim
-    ranked = sorted(cells, key=lambda c: figures.cells[c].rate, reverse=True)
-    best, worst = ranked[0], ranked[-1]
-    paired = figures.paired(best, worst, stats.CLAIM_CONFIDENCE)
-    if paired is None:
+    best, worst = decision.read
+    if decision.interval is None:
         claim.basis = f"no paired table for {best.label} and {worst.label}"
         claim.needs = "both cells in one deal order"
         return claim
+    paired = figures.paired(best, worst, stats.CLAIM_CONFIDENCE)
     claim.measure_paired(paired)
     claim.figure_text = (
         f"{best.strategy} {pct(paired.a_rate)} vs {worst.strategy} {pct(paired.b_rate)}: "
@@ -495,13 +481,13 @@ def pick_makes_no_difference(figures: ClaimFigures) -> Claim:
         f"(exact McNemar p {stats.p_text(paired.p_value)})"
     )
     claim.basis = f"cells {best.label} and {worst.label}, paired deal by deal"
-    verdict = no_difference_verdict((paired.low, paired.high))
-    claim.verdict = over_some_strategies(verdict, len(cells), CONFIRMED)
-    if claim.verdict != verdict:
+    claim.verdict = decision.verdict
+    if decision.withheld:
         claim.needs = (
             missing_text("watch", [c.strategy for c in cells])
             + ": no difference among some strategies is not none among all"
         )
+    ranked = sorted(cells, key=lambda c: figures.cells[c].rate, reverse=True)
     claim.detail.append(
         "all: " + ", ".join(f"{c.strategy} {pct(figures.cells[c].rate)}" for c in ranked)
     )
@@ -515,7 +501,7 @@ def near_misses_come_home(figures: ClaimFigures) -> Claim:
         'Watch brings "the near misses, the deals that stall with a couple of cards to go, mostly home".',
         f"a near miss is a deal whose chain first dies with 1 to {NEAR_MISS} cards face down; Watch with a "
         "random pick (a player picking without a reason, as 000 says the pick does not matter) is "
-        "measured on them; confirmed if the lower end of the 99.9% interval of its win rate is above "
+        f"measured on them; confirmed if the lower end of the {LEVEL} interval of its win rate is above "
         '1/2 ("mostly"), refuted if the upper end is below 1/2, otherwise inconclusive.',
     )
     cells = [
@@ -604,7 +590,7 @@ def unvisited_by_third_king(figures: ClaimFigures) -> Claim:
         '"If two or three positions have never been visited at all" by the time the third king '
         'shows, "it is already lost".',
         "deals where at least two hour piles have not been taken from when the third king is "
-        "placed are taken; confirmed if the upper end of the 99.9% interval of their win rate is "
+        f"placed are taken; confirmed if the upper end of the {LEVEL} interval of their win rate is "
         f"below {pct(LOST, 0)} (practically lost), refuted if its lower end is above {pct(LOST, 0)}, "
         "otherwise inconclusive.",
         exact=odds.fraction_text(exact),
@@ -636,7 +622,7 @@ def no_win_without_king_bottom(figures: ClaimFigures) -> Claim:
         '"There is no possible way to win the game if none of the bottommost cards in the twelve '
         'circle piles at the start of play is a king."',
         "deals with no king at the bottom of an hour pile are taken; refuted if any of them wins; "
-        "confirmed if none does and the upper end of the 99.9% (exact) interval of their win rate is "
+        f"confirmed if none does and the upper end of the {LEVEL} (exact) interval of their win rate is "
         "below 1/130, a tenth of the usual 1/13 (so such deals would have shown wins if they won at "
         "even a tenth of the usual rate); otherwise inconclusive.",
         exact="0/1",
@@ -668,7 +654,7 @@ def thirteen_losses_ordinary(figures: ClaimFigures) -> Claim:
         "the deals are cut into blocks of 13 consecutive deal numbers and the share of blocks "
         'without a win is measured in standard play; "ordinary" means it happens at least '
         f"{pct(ORDINARY, 0)} of the time (not surprising at the usual 5% level): confirmed if the "
-        f"lower end of its 99.9% interval is at least {pct(ORDINARY, 0)}, refuted if the upper end is "
+        f"lower end of its {LEVEL} interval is at least {pct(ORDINARY, 0)}, refuted if the upper end is "
         "below it, otherwise inconclusive.",
         exact=odds.fraction_text(exact),
     )
@@ -696,6 +682,9 @@ def thirteen_losses_ordinary(figures: ClaimFigures) -> Claim:
     return claim
 
 
+FORESIGHT_CELLS = (("watch", None), ("one_swap", None), ("exchange", "bottom"), ("exchange", "top"))
+
+
 def foresight_no_agency(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "foresight_no_agency",
@@ -703,61 +692,14 @@ def foresight_no_agency(figures: ClaimFigures) -> Claim:
         'Face-up finales (the bottom card of each pile dealt face up) add "foresight but no actual agency".',
         "with a rescue there is a choice to make: the informed strategy (reading the face-up bottoms) "
         "is compared, deal by deal, with the best strategy that sees only the counts; refuted if the "
-        "99.9% paired interval of informed minus that lies above 0 (reading the bottoms wins deals "
+        f"{LEVEL} paired interval of informed minus that lies above 0 (reading the bottoms wins deals "
         f"that could not be won otherwise), confirmed if it lies within +-{pct(TOLERANCE)}, "
         "otherwise inconclusive. In standard play there is no choice at all, so nothing to measure.",
     )
-    for variant, depth in (
-        ("watch", None),
-        ("one_swap", None),
-        ("exchange", "bottom"),
-        ("exchange", "top"),
-    ):
-        informed = primary(figures, variant, "informed", "up", depth)
-        if informed is None:
-            continue
-        blind = [
-            c
-            for s in rules.COUNT_STRATEGIES
-            if (
-                c := next(
-                    (
-                        x
-                        for x in figures.cells
-                        if x.variant == variant
-                        and x.strategy == s
-                        and x.finale == "down"
-                        and x.depth == depth
-                        and x.order == informed.order
-                    ),
-                    None,
-                )
-            )
-        ]
-        if not blind:
-            continue
-        best = max(blind, key=lambda c: figures.cells[c].rate)
-        paired = figures.paired(informed, best, stats.CLAIM_CONFIDENCE)
-        if paired is None:
-            continue
-        text = (
-            f"{variant}{' ' + depth if depth else ''}: informed (face up) {pct(paired.a_rate)} vs "
-            f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}"
-        )
-        if claim.figure is None:
-            claim.measure_paired(paired)
-            claim.figure_text = (
-                text
-                + f" on {paired.n:,} paired deals (exact McNemar p {stats.p_text(paired.p_value)})"
-            )
-            claim.basis = f"cells {informed.label} and {best.label}, paired deal by deal"
-            low, high = paired.low, paired.high
-            if low > 0:
-                claim.verdict = REFUTED
-            elif -TOLERANCE <= low and high <= TOLERANCE:
-                claim.verdict = CONFIRMED
-        else:
-            claim.detail.append(text)
+    for variant, depth in FORESIGHT_CELLS:
+        found = _informed_against_best_blind(figures, variant, depth)
+        if found is not None:
+            _foresight_pair(claim, variant, depth, *found)
     if claim.figure is None:
         claim.needs = (
             "cells <rescue variant> x informed, finale=up, and the same variant with a "
@@ -778,6 +720,57 @@ def foresight_no_agency(figures: ClaimFigures) -> Claim:
     return claim
 
 
+def _informed_against_best_blind(figures: ClaimFigures, variant: str, depth: str | None):
+    """(informed cell, best counts-only cell, their paired difference) of a rescue variant,
+    the counts-only cells face down in the informed cell's deal order; None if missing."""
+    informed = primary(figures, variant, "informed", "up", depth)
+    if informed is None:
+        return None
+    blind = [
+        c
+        for s in rules.COUNT_STRATEGIES
+        if (
+            c := next(
+                (
+                    x
+                    for x in figures.cells
+                    if (x.variant, x.strategy, x.finale, x.depth, x.order)
+                    == (variant, s, "down", depth, informed.order)
+                ),
+                None,
+            )
+        )
+    ]
+    if not blind:
+        return None
+    best = max(blind, key=lambda c: figures.cells[c].rate)
+    paired = figures.paired(informed, best, stats.CLAIM_CONFIDENCE)
+    return None if paired is None else (informed, best, paired)
+
+
+def _foresight_pair(
+    claim: Claim, variant: str, depth: str | None, informed: Cell, best: Cell, paired
+) -> None:
+    """The first pair found measures the claim; later ones are shown beside it."""
+    text = (
+        f"{variant}{' ' + depth if depth else ''}: informed (face up) {pct(paired.a_rate)} vs "
+        f"{best.strategy} (face down) {pct(paired.b_rate)}: {points(paired.difference)}"
+    )
+    if claim.figure is not None:
+        claim.detail.append(text)
+        return
+    claim.measure_paired(paired)
+    claim.figure_text = (
+        text + f" on {paired.n:,} paired deals (exact McNemar p {stats.p_text(paired.p_value)})"
+    )
+    claim.basis = f"cells {informed.label} and {best.label}, paired deal by deal"
+    low, high = paired.low, paired.high
+    if low > 0:
+        claim.verdict = REFUTED
+    elif -TOLERANCE <= low and high <= TOLERANCE:
+        claim.verdict = CONFIRMED
+
+
 def deal_order_no_change(figures: ClaimFigures) -> Claim:
     claim = Claim(
         "deal_order_no_change",
@@ -786,30 +779,16 @@ def deal_order_no_change(figures: ClaimFigures) -> Claim:
         "and some deal four cards to a pile before moving on. As long as the deck was shuffled, the "
         'result is the same."',
         "standard play dealt round-robin and in packets is compared on the same deal numbers; "
-        "refuted if the 99.9% paired interval of the difference in win rate excludes 0, confirmed if "
+        f"refuted if the {LEVEL} paired interval of the difference in win rate excludes 0, confirmed if "
         f"it lies within +-{pct(TOLERANCE)}, otherwise inconclusive.",
         exact="0/1",
     )
-    pair = None
-    for variant in STANDARD_PLAY:
-        a, b = (
-            next(
-                (
-                    c
-                    for c in figures.cells
-                    if c.variant == variant and c.order == order and c.finale == "down"
-                ),
-                None,
-            )
-            for order in ("round-robin", "packets")
-        )
-        if a and b:
-            pair = (a, b)
-            break
-    if pair is None:
+    decision = decide("deal_order_no_change", figures)
+    if decision is None:
         claim.needs = "cells standard x order=round-robin and standard x order=packets"
         claim.basis = "this sweep does not play both deal orders in standard play"
         return claim
+    pair = decision.read
     paired = figures.paired(*pair, stats.CLAIM_CONFIDENCE)
     claim.measure_paired(paired)
     claim.figure_text = (
@@ -818,7 +797,7 @@ def deal_order_no_change(figures: ClaimFigures) -> Claim:
         f"(exact McNemar p {stats.p_text(paired.p_value)})"
     )
     claim.basis = f"cells {pair[0].label} and {pair[1].label}, paired by deal number"
-    claim.verdict = no_difference_verdict((paired.low, paired.high))
+    claim.verdict = decision.verdict
     others = []
     for cell in figures.cells:
         if cell.order == "round-robin" and cell.variant not in ("standard",):

@@ -18,9 +18,10 @@ import numpy as np
 
 from pipeline import __version__
 from pipeline.engine import rules
+from pipeline.inference import stats
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
-from pipeline.report import plots, stats
+from pipeline.report import plots
 from pipeline.report.figures import Z_FLAG, Figures, make_replay
 from pipeline.report.reading import Loaded, ReportError, load
 from pipeline.report.render import document_blocks, to_html, to_markdown
@@ -260,7 +261,8 @@ def stopping(loaded: Loaded, figures: Figures, claims: list) -> dict | None:
 
 def notes(loaded: Loaded, figures: Figures) -> list[str]:
     out = [
-        "Win rates carry 95% Wilson intervals; claims' verdicts use 99.9% intervals.",
+        f"Win rates carry {stats.LEVEL} Wilson intervals; claims' verdicts use "
+        f"{stats.CLAIM_LEVEL} intervals.",
         "Paired comparisons: a's win rate minus b's on the same deals, Newcombe's hybrid score "
         "interval, exact McNemar test on the discordant deals.",
         f"z-scores are against the exact value with its own standard error; |z| > {Z_FLAG:g} is flagged.",
@@ -360,7 +362,7 @@ def write_all(directory: str, document: dict, figures: Figures, finish_plots=Non
 
 
 PLOT_TITLES = {
-    "win_rates.png": "Win rate per cell with 95% intervals",
+    "win_rates.png": f"Win rate per cell with {stats.LEVEL} intervals",
     "cards_turned.png": "Cards turned in standard play against the exact law",
     "hint_calibration.png": "The hint's chance against the observed win rate",
     "restarts.png": "Play it out: restarts",

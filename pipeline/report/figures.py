@@ -16,11 +16,11 @@ from functools import cache, lru_cache
 
 import polars as pl
 
-from pipeline.engine import odds, rules
+from pipeline.engine import odds, pairing, rules
 from pipeline.engine.rules import Cell
+from pipeline.inference import stats
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
-from pipeline.report import stats
 from pipeline.report.reading import Loaded, run_cells
 from pipeline.store.entries import RunRecord, ShardEntry
 
@@ -212,7 +212,7 @@ class Figures:
         """Paired differences: strategies under one variant, and the rules' other axes."""
         out = []
         for a, b in self._pairs:
-            kind = comparison_kind(a, b)
+            kind = pairing.kind(a, b)
             if kind is None:
                 continue
             if kind == "foresight" and a.strategy != "informed":
@@ -500,30 +500,6 @@ class Figures:
         return out
 
 
-def comparison_kind(a: Cell, b: Cell) -> str | None:
-    """What a pair of cells compares, for report.json, or None (kept in pairs.csv only)."""
-    same = {name: getattr(a, name) == getattr(b, name) for name in summary.LABEL_COLUMNS}
-    differ = [name for name, equal in same.items() if not equal]
-    if differ == ["strategy"]:
-        return "strategy"
-    if differ == ["order"]:
-        return "order"
-    if differ == ["finale"]:
-        return "finale"
-    if sorted(differ) == ["finale", "strategy"] and "informed" in (a.strategy, b.strategy):
-        informed, other = (a, b) if a.strategy == "informed" else (b, a)
-        if informed.finale == "up" and other.strategy in rules.COUNT_STRATEGIES:
-            return "foresight"
-    if (
-        a.order == b.order
-        and a.finale == b.finale
-        and {a.variant, b.variant} & {"standard"}
-        and (a.has_rescue or b.has_rescue)
-    ):
-        return "rescue_vs_standard"
-    return None
-
-
 def best_line(record: dict) -> str:
     where = (
         f"{record['variant']}{' depth=' + record['depth'] if record['depth'] else ''} "
@@ -533,7 +509,7 @@ def best_line(record: dict) -> str:
     if record["runner_up"] and record["margin"] is not None:
         line += (
             f", {claim_rules.points(record['margin'])} over {record['runner_up']} "
-            f"(95% CI {100 * record['margin_low']:+.2f} to {100 * record['margin_high']:+.2f}, "
+            f"({stats.LEVEL} CI {100 * record['margin_low']:+.2f} to {100 * record['margin_high']:+.2f}, "
             f"McNemar p {stats.p_text(record['mcnemar_p'], 2)})"
         )
     if record["oracle"] is not None:

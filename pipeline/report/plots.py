@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 
 from pipeline.engine import rules
+from pipeline.inference import stats
 
 COLOURS = {"down": "#1f5fa8", "up": "#d0641c"}
 MARKERS = {"round-robin": "o", "packets": "s"}
@@ -68,7 +69,8 @@ def _png(fig) -> bytes:
 
 
 def win_rates(cells: list[dict]) -> bytes | None:
-    """Win rate with its 95% interval per strategy, a group per rescue rule; exact values marked.
+    """Win rate with its interval (at `stats.CONFIDENCE`) per strategy, a group per rescue
+    rule; exact values marked.
 
     One axes, the rules side by side: six panels sharing a y axis drew the same look with six
     times the ticks and axes, half the drawing time.
@@ -157,7 +159,7 @@ def win_rates(cells: list[dict]) -> bytes | None:
     ax.set_xticklabels(tick_labels, rotation=45, ha="right", fontsize=8)
     ax.axhline(1 / 13, color="grey", lw=0.6, ls=":")
     ax.grid(axis="y", alpha=0.3)
-    ax.set_ylabel("win rate (95% Wilson interval; bar = exact)")
+    ax.set_ylabel(f"win rate ({stats.LEVEL} Wilson interval; bar = exact)")
     handles, labels = [], []
     for h, lab in zip(*ax.get_legend_handles_labels()):
         if lab not in labels:
@@ -173,7 +175,7 @@ def win_rates(cells: list[dict]) -> bytes | None:
 
 def cards_turned(distribution: dict) -> bytes | None:
     """Observed share of each cards_turned value in standard play against the exact law."""
-    from pipeline.report.stats import (
+    from pipeline.inference.stats import (
         p_text,  # here: the plots' process is forked before numpy loads
     )
 
@@ -224,7 +226,7 @@ def hint_calibration(calibration: list[dict]) -> bytes | None:
         )  # as in `win_rates`: fewer artists than errorbar
         ax.plot(xs, ys, "o-", ms=3, lw=0.8, color=colour, label=cell["cell"])
     ax.set_xlabel("hint's chance (mean over the bin)")
-    ax.set_ylabel("observed win rate (95% interval)")
+    ax.set_ylabel(f"observed win rate ({stats.LEVEL} interval)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     _title(

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pipeline.report.document import Report
 
 
+from pipeline.inference import stats
 from pipeline.report import claims as claim_rules
 
 
@@ -123,13 +124,13 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
         (
             "p",
             "Each claim of the rule pages (docs/claims.md), measured on this sweep. "
-            "Intervals are 99.9%; the rule under each claim decides its verdict.",
+            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict.",
         )
     )
     blocks.append(
         (
             "table",
-            ["claim", "source", "verdict", "figure", "99.9% interval"],
+            ["claim", "source", "verdict", "figure", f"{stats.CLAIM_LEVEL} interval"],
             [
                 [
                     c["id"],
@@ -174,7 +175,17 @@ def _win_rates_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(
         (
             "table",
-            ["cell", "n", "wins", "win rate", "95% CI", "exact", "difference", "z", "flag"],
+            [
+                "cell",
+                "n",
+                "wins",
+                "win rate",
+                f"{stats.LEVEL} CI",
+                "exact",
+                "difference",
+                "z",
+                "flag",
+            ],
             [
                 [
                     c["label"],
@@ -200,14 +211,14 @@ def _comparisons_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(
         (
             "p",
-            "a minus b on the same deals, in percentage points, with the 95% interval "
+            f"a minus b on the same deals, in percentage points, with the {stats.LEVEL} interval "
             "and the exact McNemar p-value on the deals where they differ.",
         )
     )
     blocks.append(
         (
             "table",
-            ["kind", "a", "b", "n", "a rate", "b rate", "a - b", "95% CI", "McNemar p"],
+            ["kind", "a", "b", "n", "a rate", "b rate", "a - b", f"{stats.LEVEL} CI", "McNemar p"],
             [
                 [
                     r["kind"],

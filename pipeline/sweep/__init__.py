@@ -1,3 +1,3 @@
 """Sweeps: a config becomes a plan of shards, played as Ray tasks and committed to a store.
-Imports the engine, the records and the store, and the report's claims and statistics (a
-stop rule decides claims by the report's own rules); the report never imports the sweep."""
+Imports the engine, the inference layer (a stop rule decides the claims' declarations on
+confidence sequences), the records and the store; never the report, which never imports it."""

@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
+from pipeline.inference import anytime
 from pipeline.records import identity
-from pipeline.sweep import anytime, stopping
+from pipeline.sweep import stopping
 from pipeline.sweep.stopping import StopRule
 
 U64_LIMIT = 1 << 64

@@ -14,10 +14,11 @@ Targets (all that are set must hold):
 - ``comparisons = "decided"``: every one's interval excludes 0 (which strategy wins more is
   settled);
 - ``claims = "decided"``: every claim of the rule pages that the cells' tallies answer
-  (`claim_checks`: one_in_13, better_than_one_in_three, pick_makes_no_difference,
-  deal_order_no_change) confirmed or refuted, by the report's own verdict rules
-  (`report.claims`) read on confidence sequences of the claims' confidence (99.9%). The other
-  claims read deal facts, runs of deals or turned cards, which no tally carries.
+  (`claim_checks`: the claims `inference.claims.DECLARED`, one_in_13,
+  better_than_one_in_three, pick_makes_no_difference, deal_order_no_change) confirmed or
+  refuted, each by the very declaration the report evaluates (its cells, its measure, its
+  rule), read on confidence sequences of the claims' confidence (`stats.CLAIM_CONFIDENCE`).
+  The other claims read deal facts, runs of deals or turned cards, which no tally carries.
 """
 
 from __future__ import annotations
@@ -26,14 +27,12 @@ import math
 from collections.abc import Callable
 from collections.abc import Sequence as Cells
 from dataclasses import dataclass
-from types import SimpleNamespace
 
-from pipeline.engine import rules
+from pipeline.engine import pairing
 from pipeline.engine.deals import UINT64_LIMIT
 from pipeline.engine.rules import Cell
-from pipeline.report import claims as claim_rules
-from pipeline.report import stats
-from pipeline.sweep import anytime
+from pipeline.inference import anytime, stats
+from pipeline.inference.claims import DECLARED, INCONCLUSIVE, Declaration, Read
 
 DECIDED = "decided"
 DEFAULT_CONFIDENCE = 0.95
@@ -65,7 +64,7 @@ class StopRule:
             levels.append(f"{self.confidence:.0%}")
         if self.claims is not None:
             parts.append("every claim the cells answer decided")
-            levels.append(f"the claims' {stats.CLAIM_CONFIDENCE:.1%}")
+            levels.append(f"the claims' {stats.CLAIM_LEVEL}")
         floor = f"; after at least {self.min_deals:,} deals" if self.min_deals else ""
         return " and ".join(parts) + f" (confidence sequences: {', '.join(levels)}{floor})"
 
@@ -75,134 +74,68 @@ def points(fraction: float) -> str:
     return f"{100 * fraction:.3g} pts"
 
 
-def pairs_differing_in(axis: str, cells: Cells[Cell]) -> list[tuple[int, int]]:
-    """(a, b), a < b, of cells that differ on ``axis`` (a `rules.AXES` name) only."""
-
-    def rest(cell: Cell) -> tuple:
-        return tuple(getattr(cell, other) for other in rules.AXES if other != axis)
-
-    return [
-        (a, b)
-        for a in range(len(cells))
-        for b in range(a + 1, len(cells))
-        if getattr(cells[a], axis) != getattr(cells[b], axis) and rest(cells[a]) == rest(cells[b])
-    ]
-
-
 def strategy_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
     """The paired strategy comparisons: cells that differ in their strategy only."""
-    return pairs_differing_in("strategy", cells)
-
-
-def order_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
-    """Cells that differ in their deal order only (one claim compares them)."""
-    return pairs_differing_in("order", cells)
+    return pairing.pairs(cells, "strategy")
 
 
 def tally_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
-    """The pairs a shard's tally counts: the strategy comparisons, then the deal-order pairs."""
-    return strategy_pairs(cells) + order_pairs(cells)
+    """The pairs a shard's tally counts: the strategy comparisons, then the cells that differ
+    in their deal order only (one claim compares them)."""
+    return strategy_pairs(cells) + pairing.pairs(cells, "order")
 
 
 @dataclass
 class ClaimCheck:
-    """A claim the rule decides from the tallies: the cells (indices) and tally pairs it reads,
-    how it aims the bets of their sequences, and its verdict on their intervals."""
+    """A declared claim the rule decides from the tallies: the cells (indices) and tally
+    pairs (indices, and whether a read runs against the pair's order) it may read."""
 
-    id: str
-    rates: list[int]
-    pairs: list[int]
-    verdict: Callable[[list, list], str]  # (rate intervals, pair intervals) -> verdict
-    aim: Callable[[float], float]  # an estimate -> the half-width to aim the next bet at
+    declaration: Declaration
+    rates: dict[Cell, int]
+    pairs: dict[tuple[Cell, Cell], tuple[int, int]]  # (a, b) -> (tally pair, sign of a - b)
+    candidates: list[Cell]  # the cells it chooses among (`measure.candidates`), found once
+
+    @property
+    def id(self) -> str:
+        return self.declaration.id
 
 
 def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
-    """The claims these cells answer from their tallies, with the report's verdict rules and
-    its choice of cells (`claims.primary`)."""
+    """The declared claims these cells answer from their tallies: those whose every read is
+    a cell's wins or a pair the tallies count."""
     cells = list(cells)
-    present = SimpleNamespace(cells=set(cells))
     index = {cell: i for i, cell in enumerate(cells)}
-    pair_index = {(cells[a], cells[b]): k for k, (a, b) in enumerate(tally_pairs(cells))}
-    tolerance = claim_rules.TOLERANCE
+    tallied = {}
+    for k, (a, b) in enumerate(tally_pairs(cells)):
+        tallied[(cells[a], cells[b])] = (k, 1)
+        tallied[(cells[b], cells[a])] = (k, -1)
     checks = []
-
-    def near(value: float) -> Callable[[float], float]:
-        return lambda estimate: max(abs(estimate - value), tolerance / 2)
-
-    def no_difference(estimate: float) -> float:  # within the tolerance, or away from 0
-        return tolerance - abs(estimate) if abs(estimate) < tolerance / 2 else abs(estimate)
-
-    def all_pairs(verdicts: list[str]) -> str:
-        if claim_rules.REFUTED in verdicts:
-            return claim_rules.REFUTED
-        if verdicts and all(v == claim_rules.CONFIRMED for v in verdicts):
-            return claim_rules.CONFIRMED
-        return claim_rules.INCONCLUSIVE
-
-    standard = claim_rules.primary(present, "standard")
-    if standard is not None:
-        checks.append(
-            ClaimCheck(
-                "one_in_13",
-                [index[standard]],
-                [],
-                lambda r, p: claim_rules.exact_value_verdict(1 / 13, r[0]),
-                lambda estimate: tolerance,
-            )
-        )
-    one_swap = [
-        c for s in rules.COUNT_STRATEGIES if (c := claim_rules.primary(present, "one_swap", s))
-    ]
-    if one_swap:
-        checks.append(
-            ClaimCheck(
-                "better_than_one_in_three",
-                [index[c] for c in one_swap],
-                [],
-                # The best strategy beats 1/3 if one does; not if none comes near (and
-                # none is missing).
-                lambda r, p: claim_rules.over_some_strategies(
-                    claim_rules.above_verdict(
-                        (max(low for low, _ in r), max(high for _, high in r)), 1 / 3
-                    ),
-                    len(one_swap),
-                    claim_rules.REFUTED,
-                ),
-                near(1 / 3),
-            )
-        )
-    watch = [c for s in rules.COUNT_STRATEGIES if (c := claim_rules.primary(present, "watch", s))]
-    watch_pairs = [pair_index[(a, b)] for a in watch for b in watch if (a, b) in pair_index]
-    if watch_pairs:
-        checks.append(
-            ClaimCheck(
-                "pick_makes_no_difference",
-                [],
-                watch_pairs,
-                lambda r, p: claim_rules.over_some_strategies(
-                    all_pairs([claim_rules.no_difference_verdict(i) for i in p]),
-                    len(watch),
-                    claim_rules.CONFIRMED,
-                ),
-                no_difference,
-            )
-        )
-    orders = [
-        pair_index[(a, b)]
-        for (a, b) in pair_index
-        if a.variant == "standard" and a.finale == b.finale == "down"
-    ]
-    if orders:
-        checks.append(
-            ClaimCheck(
-                "deal_order_no_change",
-                [],
-                orders[:1],
-                lambda r, p: claim_rules.no_difference_verdict(p[0]),
-                no_difference,
-            )
-        )
+    for declaration in DECLARED.values():
+        candidates = declaration.measure.candidates(cells)
+        reads = declaration.measure.reads(candidates)
+        if reads and all(len(read) == 1 or read in tallied for read in reads):
+            rates = {read[0]: index[read[0]] for read in reads if len(read) == 1}
+            pairs = {read: tallied[read] for read in reads if len(read) == 2}
+            checks.append(ClaimCheck(declaration, rates, pairs, candidates))
     return checks
+
+
+class Sequences:
+    """The rule's evidence for a claim (`inference.claims.Evidence`): the claims' confidence
+    sequences, and the cells' wins so far to rank them."""
+
+    def __init__(self, stopping: Stopping):
+        self.stopping = stopping
+
+    def rate(self, cell: Cell) -> float:
+        return self.stopping.won[self.stopping.index[cell]]
+
+    def interval(self, read: Read) -> tuple[float, float] | None:
+        sequence, sign = self.stopping.claim_sequence(read)
+        if sequence is None or not self.stopping.deals:
+            return None
+        low, high = sequence.interval()
+        return (low, high) if sign > 0 else (-high, -low)
 
 
 @dataclass
@@ -243,18 +176,33 @@ class Stopping:
         alpha = 1 - rule.confidence
         self.rates = [anytime.proportion(alpha) for _ in self.cells]
         self.differences = [anytime.difference(alpha) for _ in self.pairs]
-        # The claims' own sequences, of the claims' confidence, each aimed by its claim.
         self.checks = claim_checks(self.cells) if rule.claims else []
+        self._claim_sequences()
+        self.index = {cell: i for i, cell in enumerate(self.cells)}
+        self.won = [0] * len(self.cells)  # each cell's wins so far: they rank a claim's cells
+        self.deals = 0
+        self.shards = 0
+
+    def _claim_sequences(self) -> None:
+        """The claims' own sequences, of the claims' confidence, each aimed by its claim's
+        rule; and for every read of a claim, its sequence and the sign that orients it."""
         claim_alpha = 1 - stats.CLAIM_CONFIDENCE
         self.claim_rates: dict[int, tuple[anytime.Sequence, Callable]] = {}
         self.claim_pairs: dict[int, tuple[anytime.Sequence, Callable]] = {}
+        self.claim_reads: dict[Read, tuple[anytime.Sequence, int]] = {}
         for check in self.checks:
-            for i in check.rates:
-                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), check.aim))
-            for k in check.pairs:
-                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), check.aim))
-        self.deals = 0
-        self.shards = 0
+            aim = check.declaration.asserts.aim
+            for cell, i in check.rates.items():
+                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), aim))
+                self.claim_reads[(cell,)] = (self.claim_rates[i][0], 1)
+            for pair, (k, sign) in check.pairs.items():
+                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), aim))
+                self.claim_reads[pair] = (self.claim_pairs[k][0], sign)
+
+    def claim_sequence(self, read: Read) -> tuple[anytime.Sequence | None, int]:
+        """The sequence of a claim's read (a cell's win rate, or a's minus b's), and +1 or -1
+        as the read runs with or against the sequence's pair; None if no claim reads it."""
+        return self.claim_reads.get(read, (None, 1))
 
     def _reachable(self, sequence: anytime.Sequence) -> float:
         """About the narrowest half-width the budget of deals can reach."""
@@ -273,6 +221,7 @@ class Stopping:
 
     def add(self, deals: int, wins: list[int], pairs: list[list[int]]) -> bool:
         """One shard of the prefix (its deals and tally); whether the rule now holds."""
+        self.won = [total + won for total, won in zip(self.won, wins)]
         for sequence, won in zip(self.rates, wins):
             anytime.add_wins(sequence, deals, won, self._aim(sequence, self.rule.win_rate))
         for sequence, (a_only, b_only) in zip(self.differences, pairs):  # the strategy pairs
@@ -292,12 +241,18 @@ class Stopping:
         return max(aim(estimate), self._reachable(sequence))
 
     def claim_verdict(self, check: ClaimCheck) -> str:
-        rates = [self.claim_rates[i][0].interval() for i in check.rates]
-        pairs = [self.claim_pairs[k][0].interval() for k in check.pairs]
-        return check.verdict(rates, pairs) if self.deals else claim_rules.INCONCLUSIVE
+        decision = check.declaration.decide_among(check.candidates, Sequences(self))
+        return INCONCLUSIVE if decision is None else decision.verdict
 
     def _claim_met(self, check: ClaimCheck) -> bool:
-        return self.claim_verdict(check) != claim_rules.INCONCLUSIVE
+        return self.claim_verdict(check) != INCONCLUSIVE
+
+    def _claim_read(self, check: ClaimCheck) -> tuple[tuple[str, ...], anytime.Sequence]:
+        """The read a claim's verdict now turns on (its cells' labels, in the order of its
+        sequence) and that sequence: what the claim's target shows."""
+        read = check.declaration.measure.pick(check.candidates, Sequences(self).rate)
+        sequence, sign = self.claim_sequence(read)
+        return tuple(cell.label for cell in read[::sign]), sequence
 
     def _cell_met(self, sequence) -> bool:
         return self.rule.win_rate is None or sequence.half_width() <= self.rule.win_rate
@@ -330,15 +285,8 @@ class Stopping:
                 labels = (self.cells[a].label, self.cells[b].label)
                 met = self._comparison_met(sequence)
                 out.append(self._target("comparison", labels, sequence, met))
-        pairs = self.tally_pairs
         for check in self.checks:
-            # Shown by the interval its verdict turns on most: the one nearest undecided.
-            read = [((self.cells[i].label,), self.claim_rates[i][0]) for i in check.rates]
-            read += [
-                (tuple(self.cells[c].label for c in pairs[k]), self.claim_pairs[k][0])
-                for k in check.pairs
-            ]
-            labels, sequence = max(read, key=lambda item: item[1].half_width())
+            labels, sequence = self._claim_read(check)  # the interval its verdict reads
             target = self._target("claim", labels, sequence, self._claim_met(check))
             target.claim, target.verdict = check.id, self.claim_verdict(check)
             target.confidence = stats.CLAIM_CONFIDENCE
@@ -375,10 +323,9 @@ class Stopping:
                 checks.append((sequence, self.rule.comparisons))
         for check in self.checks:
             if not self._claim_met(check):
-                for sequence, aim in [self.claim_rates[i] for i in check.rates] + [
-                    self.claim_pairs[k] for k in check.pairs
-                ]:
-                    checks.append((sequence, self._claim_aim(sequence, aim)))
+                _, sequence = self._claim_read(check)
+                aim = check.declaration.asserts.aim
+                checks.append((sequence, self._claim_aim(sequence, aim)))
         for sequence, aim in checks:
             ratio = sequence.half_width() / aim if aim > 0 else math.inf
             more = self.deals * ratio * ratio  # inf, not OverflowError, past a float's range

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pipeline.engine import pairing
 from pipeline.engine.rules import Cell
 from pipeline.store.entries import FileRecord, ShardEntry
 from pipeline.store.files import ShardFileWriter, encode_deals, file_metadata
@@ -175,11 +176,9 @@ def cross_pairs(job: ShardJob) -> tuple[list, list]:
     group's cell with one of this group's, which its tables count here."""
     if not job.earlier or job.record != "summary":
         return list(job.cells), []
-    from pipeline.records import summary
-
     before = [cell for group in job.earlier for cell in group.cells]
     every = before + list(job.cells)
-    return every, [(a, b) for a, b in summary.comparable_pairs(every) if a < len(before) <= b]
+    return every, [(a, b) for a, b in pairing.pairs(every) if a < len(before) <= b]
 
 
 def play_batches(

@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.engine import kernel, rules
+from pipeline.engine import kernel, pairing, rules
 from pipeline.engine.rules import Cell
 from pipeline.records import schema, summary
 
@@ -146,7 +146,7 @@ def test_facts_match_the_kernel_on_standard_cells(results, tables):
 def test_pairs_match_the_kernel(results, tables):
     won = results["won"].astype(bool)
     pairs = frame(tables["pairs"])
-    expected_pairs = summary.comparable_pairs(CELLS)
+    expected_pairs = pairing.pairs(CELLS)
     assert pairs.height == len(expected_pairs)
     index = {cell: i for i, cell in enumerate(CELLS)}
     for row in pairs.iter_rows(named=True):
@@ -168,7 +168,7 @@ def test_pairs_match_the_kernel(results, tables):
 
 
 def test_pairs_are_same_layout_or_same_deal_numbers():
-    pairs = summary.comparable_pairs(CELLS)
+    pairs = pairing.pairs(CELLS)
     for a, b in pairs:
         x, y = CELLS[a], CELLS[b]
         assert a < b

@@ -3,7 +3,7 @@
 `FakeFigures` implements `claims.ClaimFigures` from numbers written here: no Ray, no files,
 no kernel. Every expected verdict follows from the claim's ``rule`` text and the numbers
 chosen, as the comment beside each says; where an interval decides, the test first checks
-(with `pipeline.report.stats`, never with the claim under test) that the numbers put the
+(with `pipeline.inference.stats`, never with the claim under test) that the numbers put the
 interval where the comment says. tests/report/test_report.py holds the end-to-end tests on real sweeps.
 """
 
@@ -19,12 +19,14 @@ import polars as pl
 import pytest
 
 from pipeline.engine.rules import Cell
+from pipeline.inference import claims as verdicts
+from pipeline.inference import stats
+from pipeline.inference.claims import CONFIRMED, INCONCLUSIVE, REFUTED
 from pipeline.records import summary
-from pipeline.report import claims, document, stats
-from pipeline.report.claims import CONFIRMED, INCONCLUSIVE, REFUTED
+from pipeline.report import claims, document
 
 C = stats.CLAIM_CONFIDENCE  # every claim's interval is at 99.9%
-TOL = claims.TOLERANCE  # 0.005
+TOL = verdicts.TOLERANCE  # 0.005
 
 
 def wilson(wins: int, n: int) -> tuple[float, float]:
@@ -191,7 +193,7 @@ def needs_and_inconclusive(claim) -> bool:
     ],
 )
 def test_exact_value_verdict(interval, verdict):
-    assert claims.exact_value_verdict(1 / 13, interval) == verdict
+    assert verdicts.exact_value_verdict(1 / 13, interval) == verdict
 
 
 @pytest.mark.parametrize(
@@ -205,7 +207,7 @@ def test_exact_value_verdict(interval, verdict):
     ],
 )
 def test_above_verdict(interval, verdict):
-    assert claims.above_verdict(interval, 1 / 3) == verdict
+    assert verdicts.above_verdict(interval, 1 / 3) == verdict
 
 
 @pytest.mark.parametrize(
@@ -219,7 +221,7 @@ def test_above_verdict(interval, verdict):
     ],
 )
 def test_below_verdict(interval, verdict):
-    assert claims.below_verdict(interval, 0.01) == verdict
+    assert verdicts.below_verdict(interval, 0.01) == verdict
 
 
 @pytest.mark.parametrize(
@@ -236,7 +238,7 @@ def test_below_verdict(interval, verdict):
     ],
 )
 def test_no_difference_verdict(interval, verdict):
-    assert claims.no_difference_verdict(interval) == verdict
+    assert verdicts.no_difference_verdict(interval) == verdict
 
 
 # --- one_in_13 --------------------------------------------------------------------------------

@@ -449,23 +449,59 @@ def test_a_claim_over_some_strategies_is_decided_only_as_they_can_decide_it():
 
     def check_of(cells, claim):
         (check,) = [check for check in claim_checks(cells) if check.id == claim]
-        return check
+        return lambda interval: check.declaration.verdict(interval, len(cells))
 
     two = check_of(
         [Cell("watch", "clockwise"), Cell("watch", "random")], "pick_makes_no_difference"
     )
-    assert two.verdict([], [(-0.001, 0.001)] * len(two.pairs)) == "inconclusive"
-    assert two.verdict([], [(0.01, 0.02)] * len(two.pairs)) == "refuted"
+    assert two((-0.001, 0.001)) == "inconclusive"
+    assert two((0.01, 0.02)) == "refuted"
     every = check_of([Cell("watch", s) for s in rules.COUNT_STRATEGIES], "pick_makes_no_difference")
-    assert every.verdict([], [(-0.001, 0.001)] * len(every.pairs)) == "confirmed"
+    assert every((-0.001, 0.001)) == "confirmed"
 
     one = check_of([Cell("one_swap", "most")], "better_than_one_in_three")
-    assert one.verdict([(0.2, 0.25)], []) == "inconclusive"
-    assert one.verdict([(0.35, 0.4)], []) == "confirmed"
+    assert one((0.2, 0.25)) == "inconclusive"
+    assert one((0.35, 0.4)) == "confirmed"
     every = check_of(
         [Cell("one_swap", s) for s in rules.COUNT_STRATEGIES], "better_than_one_in_three"
     )
-    assert every.verdict([(0.2, 0.25)] * 4, []) == "refuted"
+    assert every((0.2, 0.25)) == "refuted"
+
+
+def test_the_rule_decides_the_claims_on_the_cells_the_report_reads():
+    """No standard cell: the report reads play_out for standard play, and so does the rule
+    (the old rule read the standard cell alone, and decided neither claim here)."""
+    from pipeline.engine.rules import Cell
+    from pipeline.sweep.stopping import claim_checks
+
+    cells = [Cell("play_out", order="round-robin"), Cell("play_out", order="packets")]
+    checks = {check.id: check for check in claim_checks(cells)}
+    assert set(checks) == {"one_in_13", "deal_order_no_change"}
+    assert list(checks["one_in_13"].rates) == [cells[0]]
+    assert list(checks["deal_order_no_change"].pairs) == [tuple(cells)]
+
+
+def test_no_difference_between_picks_is_read_on_the_best_and_the_worst():
+    """As in the report: the pick claim reads the Watch strategies with the most and the
+    fewest wins so far, not every pair; the target shows that pair's interval."""
+    from pipeline.engine import rules
+    from pipeline.engine.rules import Cell
+    from pipeline.sweep.stopping import Stopping, StopRule, tally_pairs
+
+    cells = [Cell("watch", s) for s in rules.COUNT_STRATEGIES]
+    # Made-up wins of 100,000 deals: far apart, so the difference is decided at once.
+    wins = {"most": 37_300, "fewest": 28_700, "random": 31_600, "clockwise": 31_000}
+    won = [wins[cell.strategy] for cell in cells]
+    lone = []
+    for a, b in tally_pairs(cells):
+        gap = won[a] - won[b]
+        lone.append([max(gap, 0) + 1_000, max(-gap, 0) + 1_000])
+    stopping = Stopping(StopRule(claims="decided"), cells, 10**6)
+    assert stopping.add(100_000, won, lone)
+    (target,) = [t for t in stopping.targets() if t.claim == "pick_makes_no_difference"]
+    best, worst = Cell("watch", "most").label, Cell("watch", "fewest").label
+    assert set(target.cells) == {best, worst} and target.verdict == "refuted"
+    assert abs(target.estimate) == pytest.approx((wins["most"] - wins["fewest"]) / 100_000)
 
 
 def test_the_deals_a_rule_still_needs_stay_a_count_however_narrow_its_half_width():

@@ -3,7 +3,7 @@ may look at its results after every shard and stop when they are precise enough.
 
 A fixed-n interval (Wilson's, say) covers the truth with its nominal chance at one sample
 size chosen in advance. Looked at after every shard, and stopped at the first look where it
-is narrow enough or excludes a value, it errs far more often (tests/sweep/test_anytime.py
+is narrow enough or excludes a value, it errs far more often (tests/inference/test_anytime.py
 shows it). A confidence sequence (C_t) covers the mean at every t simultaneously:
 P(exists t: mean not in C_t) <= alpha, so any stopping rule keeps its level.
 

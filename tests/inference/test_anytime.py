@@ -1,4 +1,4 @@
-"""The confidence sequences of `sweep.anytime`: their shard sums against the paper's formula
+"""The confidence sequences of `inference.anytime`: their shard sums against the paper's formula
 written out observation by observation, and their error rates by simulation over many seeded
 replicate streams, against a fixed-n interval looked at after every shard.
 
@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from pipeline.report import stats
-from pipeline.sweep import anytime
+from pipeline.inference import anytime, stats
 
 ALPHA = 0.05
 STREAMS, SHARDS, SHARD = 2000, 40, 250

@@ -23,7 +23,7 @@ from scipy import stats as sps
 
 from pipeline.engine import kernel, odds
 from pipeline.engine.rules import Cell
-from pipeline.report import stats
+from pipeline.inference import stats
 
 SAMPLES = 2000
 CASES = [(40, 1 / 13), (300, 0.35), (2000, 0.5), (150, 0.9)]

@@ -1,7 +1,7 @@
 """Intervals and tests for the report, on scipy: nothing here evaluates a distribution itself.
 
 The distributions come from scipy.special (the functions scipy.stats itself evaluates), which
-imports in a third of the time; tests/report/test_stats.py holds every result to scipy.stats.
+imports in a third of the time; tests/inference/test_stats.py holds every result to scipy.stats.
 
 - `wilson`: the Wilson score interval of a proportion, from scipy's normal quantile (the
   tests hold it to scipy's `binomtest(...).proportion_ci(method="wilson")`, which is
@@ -44,6 +44,15 @@ def _special():
 CONFIDENCE = 0.95  # the report's intervals
 CLAIM_CONFIDENCE = 0.999  # the claims' verdicts: eleven claims, no refutation by chance
 MIN_EXPECTED = 5.0
+
+
+def percent(confidence: float) -> str:
+    """A confidence level as people write it: 0.95 -> "95%", 0.999 -> "99.9%"."""
+    return f"{100 * confidence:.10g}%"
+
+
+LEVEL = percent(CONFIDENCE)
+CLAIM_LEVEL = percent(CLAIM_CONFIDENCE)
 
 
 @cache
