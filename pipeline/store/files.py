@@ -263,6 +263,24 @@ def file_problem(
     return None
 
 
+def read_wins(location: Location, record: FileRecord, cells, first: int, count: int):
+    """The wins (cells x deals ``first`` .. ``first + count - 1``, bool) in a committed file
+    of ``record.table`` (``deals`` or ``wins``: `records.wins`), the file checked against its
+    record first; ValueError naming the file if it is not the file committed, or lacks a
+    cell's deals."""
+    from pipeline.records import wins
+
+    with location.fs.open_input_file(location.full(record.path)) as file:
+        data = file.read()
+    if len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.sha256:
+        raise ValueError(f"{record.path}: differs from the manifest (altered since committed)")
+    if record.table == WINS_TABLE:
+        return wins.packed_wins(data, record.path, cells, count)
+    if record.table == DEALS_TABLE:
+        return wins.deal_wins(data, record.path, cells, first, count)
+    raise ValueError(f"{record.path}: a {record.table} file holds no wins")
+
+
 def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
     """What differs between two schemas, briefly."""
     missing = [name for name in expected.names if name not in found.names]
