@@ -496,7 +496,7 @@ def run(config_path, overrides, dry_run, fresh, address):
         sys.exit(1)
     written = Location(config.output)
     # What `report` and `validate` take: a local directory's absolute path, or the URI.
-    click.echo(written.root if written.is_local else written.where)
+    click.echo(written.address)
 
 
 @cli.command()

@@ -145,8 +145,8 @@ def build(
         # No deal facts in the records (no standard cell): replay the first deals instead.
         replayed, note = make_replay(loaded, replay)
         lap("replay")
-    directory = out or loaded.location.full(layout.REPORT_DIR)
-    if not loaded.location.is_local and out is None:
+    directory = out or loaded.location.local_path(layout.REPORT_DIR)
+    if directory is None:
         raise ReportError(f"{where}: the report is written locally; pass an output directory")
     figures = Figures(loaded, replayed, note)
     # What the plots show first, so that they are drawn while the rest is computed.
