@@ -37,6 +37,8 @@ class LocalStore(Location):
     """A directory on this machine's filesystem (see `location` for the interface)."""
 
     def _open(self, where: str, filesystem) -> tuple[pafs.FileSystem, str]:
+        if filesystem is not None or "://" in where:  # a file:// URI
+            return super()._open(where, filesystem)
         return pafs.LocalFileSystem(), os.path.abspath(where)
 
     def __reduce__(self):

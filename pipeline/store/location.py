@@ -29,14 +29,16 @@ import errno
 import hashlib
 import json
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.store.layout import LOCK_FILE, StoreError
+from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
 
 class Location:
     """A results directory (see the module's docstring). ``Location(where)`` is a
-    `LocalStore` for a path, an `ObjectStore` for a URI or a filesystem given directly."""
+    `LocalStore` for a path or a ``file://`` URI, an `ObjectStore` for any other URI or a
+    filesystem given directly (but this machine's own)."""
 
     # Whether a call to it may wait on a network that stops answering (a caller then bounds
     # the wait, and keeps its own threads off it).
@@ -44,17 +46,21 @@ class Location:
 
     def __new__(cls, where: str, filesystem: pafs.FileSystem | None = None):
         if cls is Location:
-            if filesystem is not None or "://" in where:
-                from pipeline.store.object_store import ObjectStore as cls
+            if filesystem is not None:
+                local = isinstance(filesystem, pafs.LocalFileSystem)
             else:
+                local = "://" not in where or where.split("://", 1)[0] == "file"
+            if local:
                 from pipeline.store.local import LocalStore as cls
+            else:
+                from pipeline.store.object_store import ObjectStore as cls
         return super().__new__(cls)
 
     def __init__(self, where: str, filesystem: pafs.FileSystem | None = None):
         self.where = where
         self.fs, self.root = self._open(where, filesystem)
         self.root = self.root.rstrip("/") or "/"
-        # What `lock` took (a `Lock` or a `Lease`; None: nothing), asked before every look
+        # What `lock` took (None before it is called), asked before every look
         # at the store and every record written: once a lease is lost, nothing more is read,
         # written or deleted (and no call waits on a store that stopped answering).
         self.hold = None
@@ -62,7 +68,13 @@ class Location:
     # --- What each implementation provides --------------------------------------------
 
     def _open(self, where: str, filesystem) -> tuple[pafs.FileSystem, str]:
-        raise NotImplementedError
+        """The filesystem and the root path ``where`` names (``filesystem``: given)."""
+        if filesystem is not None:  # a filesystem object given directly (tests: a mock store)
+            return filesystem, where
+        try:
+            return pafs.FileSystem.from_uri(where)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise ResultsError(f"{where}: cannot open: {error}") from None
 
     @property
     def address(self) -> str:
@@ -84,8 +96,9 @@ class Location:
 
     def lock(self, tries: int = 5, answer_within: float | None = None):
         """Hold this directory for one driver (see the module's docstring); gives what was
-        taken (a `Lock` or `Lease`, to release at the end), or None where the store has no
-        way to hold it; ResultsError if another run holds it."""
+        taken, to release at the end: a `Lock`, a `Lease`, or `Unheld` where the store has no
+        way to hold it (each with ``check``, ``claim``, ``release`` and ``on_lost``), and keeps
+        it as ``hold``; ResultsError if another run holds it."""
         raise NotImplementedError
 
     def held_by(self) -> str | None:

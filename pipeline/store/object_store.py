@@ -3,7 +3,6 @@ written at their final keys (a PUT is atomic), held on S3 by a lease (`lease.Lea
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipeline.store.layout import (
@@ -12,7 +11,6 @@ from pipeline.store.layout import (
     PARTIAL_DIR,
     SHARD_FILE_NAME,
     SHARDS_DIR,
-    ResultsError,
     table_names,
 )
 from pipeline.store.location import Location
@@ -26,12 +24,7 @@ class ObjectStore(Location):
 
     def _open(self, where: str, filesystem) -> tuple[pafs.FileSystem, str]:
         self.given_fs = filesystem is not None
-        if filesystem is not None:  # a filesystem object given directly (tests: a mock store)
-            return filesystem, where
-        try:
-            return pafs.FileSystem.from_uri(where)
-        except (pa.ArrowException, OSError, ValueError) as error:
-            raise ResultsError(f"{where}: cannot open: {error}") from None
+        return super()._open(where, filesystem)
 
     def __reduce__(self):
         # Travels to Ray workers as its address, not a filesystem object.
@@ -69,12 +62,13 @@ class ObjectStore(Location):
     def lock(self, tries: int = 5, answer_within: float | None = None):
         """On S3 a lease (`lease.Lease`), checked before every look at the store and record
         written (a renewal unanswered for ``answer_within`` s loses it); other object stores
-        have none: one driver per output there is the user's affair."""
+        have none (`Unheld`): one driver per output there is the user's affair."""
         if self.where.split("://", 1)[0] != "s3":
-            return None
-        from pipeline.store.lease import Lease
+            self.hold = Unheld()
+        else:
+            from pipeline.store.lease import Lease
 
-        self.hold = Lease(self, answer_within).acquire()
+            self.hold = Lease(self, answer_within).acquire()
         return self.hold
 
     def _write(self, relative: str, data: bytes) -> None:
@@ -132,3 +126,18 @@ class ObjectStore(Location):
                 found.partial.append(path)
             else:
                 found.foreign.append((path, "a file clocksweep does not write"))
+
+
+class Unheld:
+    """What `lock` takes on an object store that has no lease: nothing to check or release."""
+
+    on_lost = None
+
+    def check(self) -> None:
+        pass
+
+    def claim(self) -> None:
+        pass
+
+    def release(self, refused: bool = False) -> None:
+        pass
