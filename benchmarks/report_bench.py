@@ -1,7 +1,7 @@
 """Benchmark of `clocksweep report` (figures, not assertions): time and peak memory.
 
 Builds results directories with the sweep's own shard writer (`shard_task.write_shard`), manifest
-(`records.Manifest`) and run record (`sweep.start_run_record`), playing the shards in a
+(`manifest.Manifest`) and run record (`sweep.start_run_record`), playing the shards in a
 process pool instead of Ray, then runs
 `clocksweep report` in a fresh process and reports its wall time and peak resident memory.
 
@@ -56,7 +56,8 @@ def _play_shard(args):
 
 def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     """A results directory for the config ``raw`` (a dict as TOML gives), built without Ray."""
-    from pipeline.store import layout, location, records
+    from pipeline.store import layout, location
+    from pipeline.store.manifest import Manifest
     from pipeline.sweep import config as sweep_config
     from pipeline.sweep import driver as sweep
 
@@ -66,7 +67,7 @@ def write_results(where: str, raw: dict, workers: int = 2) -> dict:
     shards = sweep.plan(config)
     record = sweep.start_run_record(config, None, None, shards.count, 0)
     location.write_json(layout.RUN_FILE, record.to_json())
-    manifest = records.Manifest(location, config.hash)
+    manifest = Manifest(location, config.hash)
     jobs = [(where, raw, shard.index) for shard in shards]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:

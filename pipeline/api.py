@@ -197,7 +197,7 @@ class Results:
     def path(self) -> str:
         """Where the results are, as `report` and `validate` take it: a local directory's
         absolute path, or the URI."""
-        return self.location.root if self.location.is_local else self.location.where
+        return self.location.address
 
     def rows(self, table: str = "deals") -> pl.LazyFrame:
         """The committed rows of ``table`` (``deals``: one row a deal and cell; ``facts``,
@@ -272,17 +272,12 @@ class Results:
         return made.directory
 
 
-def _scanned(location: Location, files: list[str], table: str) -> pl.LazyFrame:
-    """Parquet files as one LazyFrame: Polars' own scan for a local directory; an object
-    store through its pyarrow filesystem (its URI's options are pyarrow's, not Polars')."""
+def _scanned(location: Location, paths: list[str], table: str) -> pl.LazyFrame:
+    """The files at ``paths`` as one LazyFrame; none: an empty frame of the table's schema."""
     import polars as pl
-    import pyarrow.dataset as ds
 
     from pipeline.records.schema import DEAL_SCHEMA
 
-    if not files:
-        empty = DEAL_SCHEMA.empty_table() if table == "deals" else None
-        return pl.LazyFrame() if empty is None else pl.from_arrow(empty).lazy()
-    if location.is_local:
-        return pl.scan_parquet(files)
-    return pl.scan_pyarrow_dataset(ds.dataset(files, filesystem=location.fs, format="parquet"))
+    if paths:
+        return location.scan_parquet(paths)
+    return pl.from_arrow(DEAL_SCHEMA.empty_table()).lazy() if table == "deals" else pl.LazyFrame()

@@ -13,11 +13,6 @@ import pipeline
 ROOT = Path(pipeline.__file__).parent
 LAYER = {package: level for level, packages in enumerate(pipeline.LAYERS) for package in packages}
 
-# Imports against the order that another change is removing: (module, package it imports).
-# records/wins.py reads the store; it moves up out of the records on its own branch (issue
-# 30, item 6). Remove the entry when that lands: the test then holds records/ to the order.
-KNOWN_EXCEPTIONS = {("pipeline.records.wins", "store")}
-
 
 def package_of(module: str) -> str:
     """``pipeline.sweep.driver`` -> ``sweep``; ``pipeline.cli`` -> ``cli``; ``pipeline`` -> ``""``."""
@@ -46,7 +41,7 @@ def against_the_order(module: str, source: str) -> list[str]:
     wrong = []
     for name in imported(source, module):
         target = package_of(name)
-        if target in ("", own) or (module, target) in KNOWN_EXCEPTIONS:
+        if target in ("", own):
             continue  # the package root (its constants) and the module's own package
         if own not in LAYER or target not in LAYER:
             wrong.append(f"{module} imports {name}: a package not in pipeline.LAYERS")
@@ -66,17 +61,6 @@ def modules():
 def test_every_import_runs_down_the_layers():
     wrong = [line for module, source in modules() for line in against_the_order(module, source)]
     assert not wrong, "\n".join(wrong)
-
-
-def test_the_known_exceptions_are_still_needed():
-    """An exception no module needs any more is removed from the list, not kept."""
-    found = {
-        (module, package_of(name))
-        for module, source in modules()
-        for name in imported(source, module)
-    }
-    gone = KNOWN_EXCEPTIONS - found
-    assert not gone, f"remove from KNOWN_EXCEPTIONS, the order now holds there: {gone}"
 
 
 def test_an_import_up_or_across_the_layers_is_caught():

@@ -7,14 +7,14 @@ table) and ``bits``, the cell's wins over the shard's deals packed to bits, the 
 the high bit of the first byte (`np.packbits`), zero bits padding the last byte. A cell costs
 an eighth of a byte a deal there, against a per-deal row's bytes.
 
-`read_wins` gives them back from a committed file of either kind, checked against the
-manifest's sha256 before it is read, so that a file changed since it was committed is never
-paired with new cells.
+`packed_wins` and `deal_wins` give them back from a file's bytes of either kind; the store
+reads a committed file and checks it against the manifest's sha256 first
+(`store.files.read_wins`), so that a file changed since it was committed is never paired with
+new cells.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,9 +23,6 @@ import pyarrow.parquet as pq
 
 from pipeline.engine.rules import Cell
 from pipeline.records import summary
-from pipeline.store.entries import FileRecord
-from pipeline.store.layout import DEALS_TABLE, WINS_TABLE
-from pipeline.store.location import Location
 
 WINS_SCHEMA = pa.schema(
     [summary.label_column_field(name) for name in summary.LABEL_COLUMNS]
@@ -45,51 +42,50 @@ def wins_table(cells: Sequence[Cell], won: np.ndarray) -> pa.Table:
     return pa.table(columns, schema=WINS_SCHEMA)
 
 
-def read_wins(
-    location: Location, record: FileRecord, cells: Sequence[Cell], first: int, count: int
-) -> np.ndarray:
-    """The wins (cells x deals ``first`` .. ``first + count - 1``, bool) in a committed file of ``record.table``
-    (``deals`` or ``wins``), the file checked against its record first; ValueError naming the
-    file if it is not the file committed, or lacks a cell's deals."""
-    with location.fs.open_input_file(location.full(record.path)) as file:
-        data = file.read()
-    if len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.sha256:
-        raise ValueError(f"{record.path}: differs from the manifest (altered since committed)")
+def packed_wins(data: bytes, name: str, cells: Sequence[Cell], count: int) -> np.ndarray:
+    """The wins (cells x a shard's ``count`` deals, bool) in the bytes of a ``wins`` table's
+    file (`wins_table`); ValueError naming the file (``name``) if a row is another cell's
+    or shard's, or a cell is missing."""
+    lut = summary.label_code_lut(cells)
+    won = np.zeros((len(cells), count), dtype=bool)
+    seen = np.zeros((len(cells), count), dtype=bool)
+    for batch in pq.ParquetFile(pa.BufferReader(data)).read().to_batches():
+        runs, starts, _ = summary.batch_runs(batch, lut)
+        for cell, start in zip(runs, starts):
+            if cell < 0 or batch.column("deals")[start].as_py() != count:
+                raise ValueError(f"{name}: a row of another cell or shard")
+            bits = np.frombuffer(batch.column("bits")[start].as_py(), dtype=np.uint8)
+            won[cell] = np.unpackbits(bits, count=count).astype(bool)
+            seen[cell] = True
+    return _every_deal(won, seen, name)
+
+
+def deal_wins(data: bytes, name: str, cells: Sequence[Cell], first: int, count: int) -> np.ndarray:
+    """The wins (cells x deals ``first`` .. ``first + count - 1``, bool) in the bytes of a
+    file of per-deal rows; ValueError naming the file (``name``) if it holds a deal outside
+    them, or lacks a cell's deals."""
     parquet = pq.ParquetFile(pa.BufferReader(data))
     lut = summary.label_code_lut(cells)
     won = np.zeros((len(cells), count), dtype=bool)
     seen = np.zeros((len(cells), count), dtype=bool)
-    if record.table == WINS_TABLE:
-        table = parquet.read()
-        for batch in table.to_batches():
-            runs, starts, _ = summary.batch_runs(batch, lut)
-            for cell, start in zip(runs, starts):
-                if cell < 0 or batch.column("deals")[start].as_py() != count:
-                    raise ValueError(f"{record.path}: a row of another cell or shard")
-                bits = np.frombuffer(batch.column("bits")[start].as_py(), dtype=np.uint8)
-                won[cell] = np.unpackbits(bits, count=count).astype(bool)
-                seen[cell] = True
-    elif record.table == DEALS_TABLE:
-        for group in range(parquet.num_row_groups):
-            batch_table = parquet.read_row_group(
-                group, columns=["deal", "won", *summary.LABEL_COLUMNS]
-            )
-            for batch in batch_table.to_batches():
-                runs, starts, ends = summary.batch_runs(batch, lut)
-                deals = batch.column("deal").to_numpy()  # uint64: deal numbers reach 2**64 - 1
-                if len(deals) and not (
-                    first <= int(deals.min()) and int(deals.max()) < first + count
-                ):
-                    raise ValueError(f"{record.path}: a deal outside the shard's")
-                offsets = (deals - np.uint64(first)).astype(np.int64)
-                played = batch.column("won").to_numpy(zero_copy_only=False)
-                for cell, start, end in zip(runs, starts, ends):
-                    if cell < 0:
-                        continue  # a cell of no interest here
-                    won[cell, offsets[start:end]] = played[start:end]
-                    seen[cell, offsets[start:end]] = True
-    else:
-        raise ValueError(f"{record.path}: a {record.table} file holds no wins")
+    for group in range(parquet.num_row_groups):
+        batch_table = parquet.read_row_group(group, columns=["deal", "won", *summary.LABEL_COLUMNS])
+        for batch in batch_table.to_batches():
+            runs, starts, ends = summary.batch_runs(batch, lut)
+            deals = batch.column("deal").to_numpy()  # uint64: deal numbers reach 2**64 - 1
+            if len(deals) and not (first <= int(deals.min()) and int(deals.max()) < first + count):
+                raise ValueError(f"{name}: a deal outside the shard's")
+            offsets = (deals - np.uint64(first)).astype(np.int64)
+            played = batch.column("won").to_numpy(zero_copy_only=False)
+            for cell, start, end in zip(runs, starts, ends):
+                if cell < 0:
+                    continue  # a cell of no interest here
+                won[cell, offsets[start:end]] = played[start:end]
+                seen[cell, offsets[start:end]] = True
+    return _every_deal(won, seen, name)
+
+
+def _every_deal(won: np.ndarray, seen: np.ndarray, name: str) -> np.ndarray:
     if not seen.all():
-        raise ValueError(f"{record.path}: not every deal of the cells asked for is in it")
+        raise ValueError(f"{name}: not every deal of the cells asked for is in it")
     return won

@@ -54,7 +54,7 @@ class Report:
     figures: Figures
     claims: list[claim_rules.Claim]
     document: dict
-    directory: str  # where it is written (RESULTS/report unless given; "" on a store)
+    directory: str | None  # where it is written (RESULTS/report unless given; None on a store)
     timings: dict = field(default_factory=dict)  # seconds per phase
     finish_plots: object = None  # waits for the plots (`plots.Plotter.start`); None: none
 
@@ -169,7 +169,7 @@ def compose(
     )
     document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
     laps.lap("claims and comparisons")
-    directory = loaded.location.full(layout.REPORT_DIR) if loaded.location.is_local else ""
+    directory = loaded.location.local_path(layout.REPORT_DIR)
     return Report(loaded, figures, claims, document, directory, laps.timings, finish_plots)
 
 
@@ -195,7 +195,7 @@ def build(
     # The plots' process, started by now, imports matplotlib while the shards are read.
     start_plots = (lambda document: plotter.start(_plot_jobs(document))) if plots_enabled else None
     made = compose(where, replay, workers, start_plots, laps)
-    if not made.loaded.location.is_local and out is None:
+    if out is None and made.directory is None:
         raise ReportError(f"{where}: the report is written locally; pass an output directory")
     made.directory = out or made.directory
     write(made, out is not None)

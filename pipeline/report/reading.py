@@ -30,7 +30,6 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from pipeline.engine import rules
@@ -187,16 +186,7 @@ def _summed_summary(
         if not paths:
             tables[table] = pl.from_arrow(summary.SCHEMAS[table].empty_table())
             continue
-        if location.is_local:
-            frame = pl.scan_parquet([location.uri(path) for path in paths])
-        else:
-            # Through the store's own filesystem, which knows its endpoint and credentials
-            # (a URI's query, the environment); Polars' reader would know neither.
-            files = ds.dataset(
-                [location.full(path) for path in paths], filesystem=location.fs, format="parquet"
-            )
-            frame = pl.scan_pyarrow_dataset(files)
-        tables[table] = _sum_frames(table, frame)
+        tables[table] = _sum_frames(table, location.scan_parquet(paths))
     return tables
 
 
@@ -250,7 +240,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
     shard = summary.ShardSummary(cells, first, last - first + 1)
     cell_lut = summary.label_code_lut(cells)
     for record in entry.files_of(layout.DEALS_TABLE):
-        with location.fs.open_input_file(location.full(record.path)) as file:
+        with location.open_input_file(record.path) as file:
             parquet = pq.ParquetFile(file)
             for batch in _row_batches(parquet, DEAL_COLUMNS, decode_threads):
                 try:

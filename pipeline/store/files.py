@@ -3,19 +3,17 @@ the count tables by pyarrow), and checked by `file_problem` against their manife
 
 Files are named by shard index and deal range, never by a random id, and their bytes are a
 function of the config alone (no timestamps, no host names), so a shard redone anywhere is
-byte-identical. A local shard's file is written under ``shards/.partial/``, outside every
-table's directory, and the driver renames it into place when it commits the shard (just before
-the manifest that lists it is written), so a reader scanning ``shards/<table>/`` sees only whole
-files, and only committed ones unless the driver died between the two. On object stores the
-final key is written, then committed to the manifest; readers there use `committed_files`.
+byte-identical. Each is staged, then committed or
+discarded, by the commit protocol that `location` states: a reader scanning a local
+``shards/<table>/`` sees only whole files, and only committed ones unless the driver died
+between putting them in place and writing the manifest; on object stores readers use
+`committed_files`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import secrets
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,11 +25,9 @@ from pipeline.store.layout import (
     DEALS_TABLE,
     FACTS_TABLE,
     METADATA_KEY,
-    PARTIAL_DIR,
-    TEMP_SUFFIX,
     WINS_TABLE,
 )
-from pipeline.store.location import Location, exclusive
+from pipeline.store.location import Location
 from pipeline.store.plan import Shard
 
 # pyarrow's writer (the count tables): a table is cut into row groups of this many rows, large
@@ -128,27 +124,17 @@ class ShardFileWriter:
 
     Its rows come either as Arrow tables (`write`: the summary tables and the deal facts, by
     pyarrow's writer) or as kernel results (`write_deals`: the per-deal rows, by `dealfile`).
-    A local file is written under PARTIAL_DIR and stays there until the driver commits it
-    (`Manifest.flush` renames it into place); on an object store it is written at its key.
+    It is written where its location stages it (`Location.stage`), until the driver
+    commits it (`Manifest.flush`).
     """
 
     def __init__(self, location: Location, relative: str, table: str):
         self.location, self.relative, self.table = location, relative, table
         self.rows = 0
         self.encoder = None  # made by the first write, which says what kind of file this is
-        final = location.full(relative)
-        if location.is_local:
-            # A name no other attempt at this shard can have, on this node or another.
-            self.staged = (
-                f"{PARTIAL_DIR}/{table}/{os.path.basename(relative)}."
-                f"{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
-            )
-            os.makedirs(os.path.dirname(location.full(self.staged)), exist_ok=True)
-            raw = open(exclusive(location.full(self.staged)), "wb")
-        else:
-            self.staged = None
-            location.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
-            raw = location.fs.open_output_stream(final)
+        # Staged (step 1 of the commit protocol: `location`): ``staged`` is where it waits
+        # for the driver to put it in place, or None where it is written at its path.
+        self.staged, raw = location.stage(relative, table)
         self.sink = _HashingSink(raw)
 
     def write(self, table: pa.Table) -> None:
@@ -194,16 +180,7 @@ class ShardFileWriter:
             self.sink.close()
         except OSError:  # e.g. a full disk: the last bytes could not be flushed
             pass
-        if self.staged is not None:
-            try:
-                os.remove(self.location.full(self.staged))
-            except FileNotFoundError:
-                pass
-        else:  # closing an object's stream puts it at its key, whole or not: taken away
-            try:
-                self.location.fs.delete_file(self.location.full(self.relative))
-            except OSError:  # never put there (the store refused the upload)
-                pass
+        self.location.discard(self.staged, self.relative)
 
 
 def file_problem(
@@ -223,7 +200,7 @@ def file_problem(
     if info.size != record.bytes:
         return f"{path}: {info.size} bytes, the manifest says {record.bytes} (truncated or altered)"
     try:
-        with location.fs.open_input_file(location.full(path)) as file:
+        with location.open_input_file(path) as file:
             metadata = pq.read_metadata(file)
         file_schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as error:
@@ -261,6 +238,23 @@ def file_problem(
     if location.sha256(path) != record.sha256:
         return f"{path}: sha256 differs from the manifest (altered)"
     return None
+
+
+def read_wins(location: Location, record: FileRecord, cells, first: int, count: int):
+    """The wins (cells x deals ``first`` .. ``first + count - 1``, bool) in a committed file
+    of ``record.table`` (``deals`` or ``wins``: `records.wins`), the file checked against its
+    record first; ValueError naming the file if it is not the file committed, or lacks a
+    cell's deals."""
+    from pipeline.records import wins
+
+    data = location.read_bytes(record.path)
+    if len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.sha256:
+        raise ValueError(f"{record.path}: differs from the manifest (altered since committed)")
+    if record.table == WINS_TABLE:
+        return wins.packed_wins(data, record.path, cells, count)
+    if record.table == DEALS_TABLE:
+        return wins.deal_wins(data, record.path, cells, first, count)
+    raise ValueError(f"{record.path}: a {record.table} file holds no wins")
 
 
 def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:

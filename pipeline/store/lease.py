@@ -12,7 +12,9 @@ ETAG`` replaces or deletes it only if it is still the one read. The lease is the
   one whose lease is gone (the store lost its state: reset, or the bucket made anew), since
   the renewal is then answered NoSuchKey;
 - taken over, when its holder stopped renewing it (a driver killed, a host lost), by
-  replacing it only if it is still the stale one read;
+  replacing it only if it is still the stale one read; and at once, renewed or not, when its
+  holder is a process of this host that is no longer running (`holder_gone`: a driver killed
+  and its command run again here), as a local path's lock is;
 - deleted, conditionally, when the run ends.
 
 Age is judged on the server's clock alone: its ``Date`` header against the object's
@@ -40,6 +42,7 @@ import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from pipeline.store.entries import is_count
 from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
 LEASE_ENV = "CLOCKSWEEP_LEASE_SECONDS"
@@ -137,6 +140,54 @@ def _refused(error) -> bool:
     return status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict")
 
 
+def process_start(pid: int) -> str | None:
+    """Which process ``pid`` is, as this process sees it: this host's boot, this pid
+    namespace, and the process's start time (clock ticks since boot), which no later process
+    of that pid shares ("ended" for a zombie: killed, not yet reaped); None if there is no
+    such process, or no /proc to ask."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as file:
+            boot = file.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+        with open(f"/proc/{pid}/stat") as file:
+            # The fields after the command name, which may hold spaces and parentheses.
+            fields = file.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    started = "ended" if fields[0] in ("Z", "X") else fields[19]  # state; starttime
+    return f"{boot} {namespace} {started}"
+
+
+def holder_gone(body: dict) -> bool:
+    """Whether the driver a lease names is known to have ended: a process of this host that
+    is not running, or whose pid a later process has taken (its start differs from the one
+    the lease records). A holder on another host, or of another boot or pid namespace, is
+    not judged here: its lease is waited out. A lease that records no start (written by an
+    earlier clocksweep) is judged by its pid alone."""
+    pid = body.get("pid")
+    if body.get("host") != socket.gethostname() or not is_count(pid, 1):
+        return False
+    recorded, mine = body.get("started"), process_start(os.getpid())
+    if isinstance(recorded, str) and mine is not None:
+        if recorded.split(" ")[:2] != mine.split(" ")[:2]:
+            return False
+        found = process_start(pid)
+        if found is not None:
+            return found != recorded
+    return not running(pid)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie too), whoever runs it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # there, another user's
+        return True
+    return True
+
+
 class Lease:
     """The lease on one S3 prefix (see the module's docstring); the `Lock` of object stores."""
 
@@ -163,9 +214,11 @@ class Lease:
         self._guard = threading.Lock()
 
     def _body(self) -> bytes:
-        return json.dumps(
-            {"pid": os.getpid(), "host": socket.gethostname(), "token": self.token}
-        ).encode()
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "token": self.token}
+        started = process_start(os.getpid())
+        if started is not None:
+            holder["started"] = started
+        return json.dumps(holder).encode()
 
     def _ask(self, verb: str, call, expected):
         """``call()``'s answer, or None where the store answered with an error that
@@ -232,7 +285,7 @@ class Lease:
             held = self._holder()
         if held is not None:
             etag, body, age = held
-            if age > self.seconds and self._put(IfMatch=etag):
+            if (age > self.seconds or holder_gone(body)) and self._put(IfMatch=etag):
                 return self._start()
             who = f"pid {body.get('pid', '?')} on {body.get('host', '?')}"
             raise ResultsError(

@@ -1,82 +1,165 @@
-"""A results directory on some filesystem: reading and writing whole, deleting what is ours
-(never through a link), and the lock that holds it for one driver."""
+"""A results directory's storage: one interface (`Location`), two implementations: a
+directory on this machine's filesystem (`local.LocalStore`) and an object store reached by a
+`pyarrow.fs` URI (`object_store.ObjectStore`). ``Location(where)`` gives the one ``where``
+names. Nothing outside these modules asks which one it has: it asks what it needs.
+
+The commit protocol, which every writer of a results directory follows:
+
+1. **stage**: a task writes each file of a shard through `stage`. Locally the file is written
+   under ``shards/.partial/``, at a name no other attempt has, outside every table's
+   directory; on an object store at its final key (a PUT is atomic: the object is whole or
+   absent). Its bytes are a function of the config alone, so any attempt writes the same.
+2. **abort**: an attempt that fails removes what it staged (`discard`).
+3. **commit**: the driver alone commits a shard, by writing the manifest that lists it
+   (`write_json`: a temporary file renamed over it locally, a PUT on a store). Just before,
+   `put_in_place` moves its staged local files to their final names; if the manifest
+   cannot be written they are moved back (`take_back`). A shard whose files cannot be put
+   in place is not committed.
+4. **read**: readers read only what the manifest lists; what lies elsewhere in the
+   directory is a failed or interrupted attempt's, which the next run removes (`survey`
+   finds it; `delete` removes it, never through a link).
+5. **hold**: one driver writes at a time: `lock` takes the directory (a file lock locally, a
+   lease on S3), before anything in it is read; every later look at the store is checked
+   against what was taken (a lease lost stops the run before it writes more).
+"""
 
 from __future__ import annotations
 
 import errno
 import hashlib
 import json
-import os
-import secrets
-import shutil
-import stat
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.store.layout import (
-    LOCK_FILE,
-    PARTIAL_DIR,
-    TEMP_SUFFIX,
-    ResultsError,
-    StoreError,
-    article,
-)
+from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
 
 class Location:
-    """A results directory on some filesystem: a local path or a `pyarrow.fs` URI."""
+    """A results directory (see the module's docstring). ``Location(where)`` is a
+    `LocalStore` for a path or a ``file://`` URI, an `ObjectStore` for any other URI or a
+    filesystem given directly (but this machine's own)."""
+
+    # Whether a call to it may wait on a network that stops answering (a caller then bounds
+    # the wait, and keeps its own threads off it).
+    may_stall = False
+
+    def __new__(cls, where: str, filesystem: pafs.FileSystem | None = None):
+        if cls is Location:
+            if filesystem is not None:
+                local = isinstance(filesystem, pafs.LocalFileSystem)
+            else:
+                local = "://" not in where or where.split("://", 1)[0] == "file"
+            if local:
+                from pipeline.store.local import LocalStore as cls
+            else:
+                from pipeline.store.object_store import ObjectStore as cls
+        return super().__new__(cls)
 
     def __init__(self, where: str, filesystem: pafs.FileSystem | None = None):
         self.where = where
-        if filesystem is not None:  # a filesystem object given directly (tests: a mock store)
-            self.fs, self.root = filesystem, where
-        elif "://" in where:
-            try:
-                self.fs, self.root = pafs.FileSystem.from_uri(where)
-            except (pa.ArrowException, OSError, ValueError) as error:
-                raise ResultsError(f"{where}: cannot open: {error}") from None
-        else:
-            self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(where)
+        self.fs, self.root = self._open(where, filesystem)
         self.root = self.root.rstrip("/") or "/"
-        # A lease's check, called before every look at an object store and every record
-        # written: once the lease is lost, nothing more is read, written or deleted (and no
-        # call waits on a store that stopped answering).
-        self.guard = None
-        self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
-        self.given_fs = filesystem is not None
+        # What `lock` took (None before it is called), asked before every look
+        # at the store and every record written: once a lease is lost, nothing more is read,
+        # written or deleted (and no call waits on a store that stopped answering).
+        self.hold = None
 
-    def __reduce__(self):
-        # Travels to Ray workers as an address, not a filesystem object; a local path as the
-        # absolute path resolved here, since a worker's working directory may differ.
-        return (Location, (self.root if self.is_local else self.where,))
+    # --- What each implementation provides --------------------------------------------
+
+    def _open(self, where: str, filesystem) -> tuple[pafs.FileSystem, str]:
+        """The filesystem and the root path ``where`` names (``filesystem``: given)."""
+        if filesystem is not None:  # a filesystem object given directly (tests: a mock store)
+            return filesystem, where
+        try:
+            return pafs.FileSystem.from_uri(where)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise ResultsError(f"{where}: cannot open: {error}") from None
+
+    @property
+    def address(self) -> str:
+        """What `validate` and `report` take to find this directory again."""
+        raise NotImplementedError
 
     def child(self, name: str) -> Location:
-        """The directory ``name`` inside this one, as a location of its own (a URI keeps its
-        query: the store's endpoint and options), under the same lease check."""
-        if self.given_fs:
-            inner = Location(f"{self.root}/{name}", self.fs)
-        elif self.is_local:
-            inner = Location(f"{self.root}/{name}")
-        else:
-            base, mark, query = self.where.partition("?")
-            inner = Location(f"{base.rstrip('/')}/{name}{mark}{query}")
-        inner.guard = self.guard  # its records are written under this directory's lease
-        return inner
+        """The directory ``name`` inside this one, as a location of its own, under the same
+        hold (its records are written under this directory's lock or lease)."""
+        raise NotImplementedError
+
+    def uri(self, relative: str) -> str:
+        """A path or URI that any reader (Polars, DuckDB) can open."""
+        raise NotImplementedError
+
+    def local_path(self, relative: str) -> str | None:
+        """The path of ``relative`` on this machine's filesystem; None on an object store."""
+        return None
+
+    def lock(self, tries: int = 5, answer_within: float | None = None):
+        """Hold this directory for one driver (see the module's docstring); gives what was
+        taken, to release at the end: a `Lock`, a `Lease`, or `Unheld` where the store has no
+        way to hold it (each with ``check``, ``claim``, ``release`` and ``on_lost``), and keeps
+        it as ``hold``; ResultsError if another run holds it."""
+        raise NotImplementedError
+
+    def held_by(self) -> str | None:
+        """The pid (as written, or '?') of a run that holds this directory now, if this
+        store can tell; else None."""
+        return None
+
+    def stage(self, relative: str, table: str):
+        """Open a file of a shard for writing (step 1): (its staged path, relative to the
+        directory, or None where it is written at ``relative`` itself; a binary stream)."""
+        raise NotImplementedError
+
+    def discard(self, staged: str | None, relative: str) -> None:
+        """Remove what `stage` wrote of a file that is not committed (step 2)."""
+        raise NotImplementedError
+
+    def put_in_place(self, pairs) -> None:
+        """Move staged files, (staged, final) pairs, to their final paths (step 3); OSError
+        if one cannot be moved, those moved before it moved back."""
+
+    def take_back(self, pairs) -> None:
+        """Undo `put_in_place` of ``pairs`` (their manifest could not be written)."""
+
+    def prune_partial(self) -> None:
+        """Remove the directories of staged files once they hold nothing."""
+
+    def kind(self, relative: str) -> str:
+        """'missing', 'file', 'directory', or (locally) 'link' or 'other', of a path not
+        followed if it is a link."""
+        raise NotImplementedError
+
+    def delete(self, relative: str) -> None:
+        """Remove a file or directory tree of ours (locally never following a link)."""
+        raise NotImplementedError
+
+    def survey(self, found, committed, partial_only: bool = False) -> None:
+        """Add to ``found`` (a `validate.Survey`) what lies in the directory besides the
+        files in ``committed`` (``partial_only``: the staged files alone)."""
+        raise NotImplementedError
+
+    def scan_parquet(self, paths: list[str]):
+        """The Parquet files at ``paths`` as one Polars LazyFrame."""
+        raise NotImplementedError
+
+    def _write(self, relative: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    # --- The same on every store ------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.where!r})"
 
     def full(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 
-    def uri(self, relative: str) -> str:
-        """A path or URI that any reader (Polars, DuckDB) can open."""
-        if self.is_local:
-            return self.full(relative)
-        scheme = self.where.split("://", 1)[0]
-        return f"{scheme}://{self.full(relative)}"
+    def relative(self, full: str) -> str:
+        return full[len(self.root) + 1 :]
 
     def _check(self) -> None:
-        if self.guard is not None:
-            self.guard()
+        if self.hold is not None:
+            self.hold.check()
 
     def info(self, relative: str) -> pafs.FileInfo:
         self._check()
@@ -107,176 +190,33 @@ class Location:
             if info.base_name != LOCK_FILE
         ]
 
-    def lock(self, tries: int = 5, answer_within: float | None = None) -> Lock | None:
-        """Hold this directory for one driver (local paths; the OS releases it if we die).
+    def open_input_file(self, relative: str):
+        """A file of the directory, open for random access (a Parquet reader's)."""
+        return self.fs.open_input_file(self.full(relative))
 
-        Taken before anything in the directory is read, so that what is read stays true while
-        the lock is held; the driver writes its pid into it (`Lock.claim`) only once the
-        directory is known to be one it may use. Gives the `Lock`, to keep; ResultsError if
-        another run holds it, or if ``.lock`` is not a lock file of ours (a link, a directory,
-        a file with other names). On S3 it is a lease (`lease.Lease`), checked before every look
-        at the store and record written (a renewal unanswered for ``answer_within`` s loses it);
-        other object stores have none: one driver per output there is the user's affair.
-        """
-        if not self.is_local:
-            if self.where.split("://", 1)[0] != "s3":
-                return None
-            from pipeline.store.lease import Lease
-
-            lease = Lease(self, answer_within).acquire()
-            self.guard = lease.check
-            return lease
-        import fcntl
-
-        path = self.full(LOCK_FILE)
-        made_directory = not os.path.lexists(self.root)
-        try:
-            found = os.lstat(path)
-        except FileNotFoundError:
-            found = None
-        except OSError as error:  # e.g. the output is under a file
-            raise ResultsError(
-                f"output: {self.where}: cannot write there ({os_error_text(error)})"
-            ) from None
-        if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_nlink > 1):
-            what = (
-                "a file with other names (a hard link)"
-                if stat.S_ISREG(found.st_mode)
-                else article(kind_of(found.st_mode))
-            )
-            raise ResultsError(
-                f"output: {self.where}: {LOCK_FILE} is {what}, not a clocksweep "
-                "lock file; move it away"
-            )
-        try:
-            os.makedirs(self.root, exist_ok=True)
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as error:
-            if made_directory:
-                _remove_quietly(self.root, directory=True)
-            raise ResultsError(
-                f"output: {self.where}: cannot write there ({os_error_text(error)})"
-            ) from None
-        lock = Lock(self, descriptor, made_directory, found is None)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(descriptor, 64, 0).decode(errors="replace").strip() or "?"
-            os.close(descriptor)
-            raise ResultsError(
-                f"output: {self.where} is in use by another clocksweep run "
-                f"(pid {holder}); wait for it, or choose another output"
-            ) from None
-        if tries > 1 and not _names(path, descriptor):
-            # A run refused there removed the lock file between our open and our lock (and
-            # perhaps another made a new one): what we hold locks no file; take it again.
-            os.close(descriptor)
-            return self.lock(tries - 1)
-        return lock
-
-    def held_by(self) -> str | None:
-        """The pid (as written, or '?') of a run that holds this directory now, or None."""
-        import fcntl
-
-        if not self.is_local:
-            return None
-        try:
-            descriptor = os.open(self.full(LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return None
-        except BlockingIOError:
-            return os.pread(descriptor, 64, 0).decode(errors="replace").strip() or "?"
-        finally:
-            os.close(descriptor)
-
-    def relative(self, full: str) -> str:
-        return full[len(self.root) + 1 :]
+    def read_bytes(self, relative: str) -> bytes:
+        with self.fs.open_input_stream(self.full(relative)) as stream:
+            return stream.read()
 
     def read_json(self, relative: str):
         """The JSON at ``relative``, or None if there is no such file."""
         if not self.exists(relative):
             return None
-        with self.fs.open_input_stream(self.full(relative)) as stream:
-            return json.loads(stream.read())
+        return json.loads(self.read_bytes(relative))
 
     def write_json(self, relative: str, value) -> bytes:
-        """Replace a JSON file atomically: a temporary file renamed over it (locally); gives
+        """Replace a JSON file atomically (its readers see the old or the new, whole); gives
         the bytes written. StoreError, in one line, if it cannot be written (a full disk, a
-        store that failed); the temporary file is removed."""
+        store that failed)."""
         data = (json.dumps(value, indent=1, sort_keys=False) + "\n").encode()
         self._check()
         try:
-            if self.is_local:
-                self._write_local(self.full(relative), data)
-            else:  # an object store's PUT is atomic: the key appears whole or not at all
-                with self.fs.open_output_stream(self.full(relative)) as stream:
-                    stream.write(data)
+            self._write(relative, data)
         except OSError as error:
             raise StoreError(
                 f"output: {self.where}: cannot write {relative}: {os_error_text(error)}"
             ) from None
         return data
-
-    @staticmethod
-    def _write_local(final: str, data: bytes) -> None:
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        # A new name of our own (O_EXCL, no link followed): nothing planted there is written.
-        temp = (
-            f"{os.path.dirname(final)}/.{os.path.basename(final)}.{os.getpid()}-"
-            f"{secrets.token_hex(4)}{TEMP_SUFFIX}"
-        )
-        try:
-            with open(exclusive(temp), "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, final)
-        except BaseException:
-            _remove_quietly(temp)
-            raise
-
-    def delete(self, relative: str) -> None:
-        """Remove a file or directory tree of ours. Locally a symbolic link is removed, never
-        followed (nor is any link inside the tree)."""
-        self._check()
-        if self.is_local:
-            path = self.full(relative)
-            if os.path.islink(path) or os.path.isfile(path):
-                os.remove(path)
-            elif os.path.isdir(path):
-                shutil.rmtree(path)
-            return
-        info = self.info(relative)
-        if info.type == pafs.FileType.Directory:
-            self.fs.delete_dir(info.path)
-        elif info.type == pafs.FileType.File:
-            self.fs.delete_file(info.path)
-
-    def prune_partial(self) -> None:
-        """Remove PARTIAL_DIR's directories once they hold nothing (locally)."""
-        if not self.is_local or self.kind(PARTIAL_DIR) != "directory":
-            return
-        for folder, _, _ in sorted(os.walk(self.full(PARTIAL_DIR)), reverse=True):
-            try:
-                os.rmdir(folder)
-            except OSError:
-                pass
-
-    def kind(self, relative: str) -> str:
-        """'missing', 'file', 'directory', or (locally) 'link' or 'other', of a path not
-        followed if it is a link."""
-        if not self.is_local:
-            found = self.info(relative).type
-            return {pafs.FileType.File: "file", pafs.FileType.Directory: "directory"}.get(
-                found, "missing"
-            )
-        try:
-            return kind_of(os.lstat(self.full(relative)).st_mode)
-        except FileNotFoundError:
-            return "missing"
 
     def sha256(self, relative: str) -> str:
         digest = hashlib.sha256()
@@ -284,70 +224,6 @@ class Location:
             while chunk := stream.read(8 << 20):
                 digest.update(chunk)
         return digest.hexdigest()
-
-
-class Lock:
-    """A results directory held for one driver (see `Location.lock`)."""
-
-    def __init__(self, location: Location, descriptor: int, made_directory: bool, made_file: bool):
-        self.location, self.descriptor = location, descriptor
-        self.made_directory, self.made_file = made_directory, made_file
-        self.claimed = False
-
-    def claim(self) -> None:
-        """Write this driver's pid into the lock file, for a second driver's refusal to name."""
-        pid = str(os.getpid()).encode()
-        try:
-            os.ftruncate(self.descriptor, 0)
-            os.pwrite(self.descriptor, pid, 0)
-        except OSError as error:
-            raise ResultsError(
-                f"output: {self.location.where}: cannot write {LOCK_FILE} ({os_error_text(error)})"
-            ) from None
-        self.claimed = True
-
-    def release(self, refused: bool = False) -> None:
-        """Let the directory go. ``refused``: the run wrote nothing, so what taking the lock
-        created (the lock file, the directory) is removed too."""
-        try:
-            if self.claimed:
-                os.ftruncate(self.descriptor, 0)  # no pid of a run that has ended
-            if refused and self.made_file:
-                os.remove(self.location.full(LOCK_FILE))
-                if self.made_directory:
-                    os.rmdir(self.location.root)
-        except OSError:
-            pass
-        os.close(self.descriptor)
-
-
-def _names(path: str, descriptor: int) -> bool:
-    """Whether ``path`` is still the file open at ``descriptor``."""
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(descriptor)
-    return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
-
-
-def kind_of(mode: int) -> str:
-    """'link', 'file', 'directory' or 'other', of an lstat mode."""
-    if stat.S_ISLNK(mode):
-        return "link"
-    return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
-
-
-def _remove_quietly(path: str, directory: bool = False) -> None:
-    try:
-        os.rmdir(path) if directory else os.remove(path)
-    except OSError:
-        pass
-
-
-def exclusive(path: str) -> int:
-    """A new file at ``path``, opened for writing: never one already there, nor through a link."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
 def os_error_text(error: OSError) -> str:

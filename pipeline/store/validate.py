@@ -4,7 +4,6 @@ there (`survey`: what is ours to clean up, and what is not)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Container
 from dataclasses import dataclass, field, replace
 
@@ -13,21 +12,12 @@ from pipeline.store.files import expected_schemas
 from pipeline.store.groups import recorded_groups
 from pipeline.store.layout import (
     DEALS_TABLE,
-    LOCK_FILE,
     MANIFEST_FILE,
-    PAGE_FILE_NAME,
     PAGES_DIR,
-    PARTIAL_DIR,
-    REPORT_DIR,
     RUN_FILE,
-    SHARD_FILE_NAME,
     SHARDS_DIR,
-    STALE_TEMP_NAME,
     ResultsError,
     StoreError,
-    article,
-    group_directory,
-    table_names,
 )
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
@@ -60,29 +50,18 @@ class Survey:
         return self.uncommitted + self.partial + self.stale
 
 
-TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
-
-
 def survey(
     location: Location, committed: Container[str], partial_only: bool = False, groups: int = 0
 ) -> Survey:
-    """Everything in the results directory that is not in ``committed``: never following a
-    symbolic link, so that nothing outside the results directory, and no committed file under
-    another name, is ever counted as ours. ``partial_only``: what lies under PARTIAL_DIR
-    alone (what a run's end removes, without listing every committed file). ``groups``: the
-    sweep's cell groups, whose directories (`layout.group_directory`, surveyed on their own)
-    are not counted here."""
+    """Everything in the results directory that is not in ``committed`` (`Location.survey`:
+    never following a symbolic link, so that nothing outside the results directory, and no
+    committed file under another name, is ever counted as ours). ``partial_only``: what
+    lies under PARTIAL_DIR alone (what a run's end removes, without listing every committed
+    file). ``groups``: the sweep's cell groups, whose directories
+    (`layout.group_directory`, surveyed on their own) are not counted here."""
     found = Survey([], [], [], [], [])
     found.groups = groups
-    if partial_only and location.is_local:
-        if location.kind(PARTIAL_DIR) == "directory":
-            _survey_partial(location, found)
-    elif partial_only:
-        found.partial += [location.relative(i.path) for i in location.files(PARTIAL_DIR)]
-    elif location.is_local:
-        _survey_local(location, committed, found)
-    else:
-        _survey_store(location, committed, found)
+    location.survey(found, committed, partial_only)
     return found
 
 
@@ -93,111 +72,6 @@ def leftovers_only(location: Location) -> bool:
     found = survey(location, set())
     names = set(location.entries()) - set(found.stale)
     return names <= {SHARDS_DIR, PAGES_DIR} and not found.foreign and not found.blocking
-
-
-def _survey_store(location: Location, committed: Container[str], found: Survey) -> None:
-    """An object store: no links, and nothing but files (keys) to find."""
-    for info in location.files(PAGES_DIR):
-        path = location.relative(info.path)
-        if path in committed:
-            continue
-        if PAGE_FILE_NAME.fullmatch(path.removeprefix(PAGES_DIR + "/")):
-            found.uncommitted.append(path)
-        else:
-            found.foreign.append((path, "a file clocksweep does not write"))
-    tables = table_names()
-    for info in location.files(SHARDS_DIR):
-        path = location.relative(info.path)
-        parts = path.split("/")
-        if path in committed:
-            continue
-        if len(parts) == 3 and parts[1] in tables and SHARD_FILE_NAME.fullmatch(parts[2]):
-            found.uncommitted.append(path)
-        elif path.startswith(PARTIAL_DIR + "/"):
-            found.partial.append(path)
-        else:
-            found.foreign.append((path, "a file clocksweep does not write"))
-
-
-def _listing(location: Location, relative: str) -> list:
-    try:
-        with os.scandir(location.full(relative)) as listing:
-            return sorted(listing, key=lambda entry: entry.name)
-    except OSError:
-        return []
-
-
-def _survey_partial(location: Location, found: Survey) -> None:
-    """PARTIAL_DIR, locally: every file under it is an attempt's; anything else is not ours."""
-    pending = [PARTIAL_DIR]
-    while pending:
-        folder = pending.pop()
-        for inner in _listing(location, folder):
-            inner_path = f"{folder}/{inner.name}"
-            kind = location.kind(inner_path)
-            if kind == "file":
-                found.partial.append(inner_path)
-            elif kind == "directory":
-                pending.append(inner_path)
-            else:
-                found.foreign.append((inner_path, article(kind)))
-
-
-def _survey_local(location: Location, committed: Container[str], found: Survey) -> None:
-
-    def entries(relative: str):
-        return _listing(location, relative)
-
-    def what(relative: str) -> str:
-        return article(location.kind(relative))
-
-    group_dirs = {group_directory(index) for index in range(1, found.groups)}
-    for entry in entries(""):
-        if STALE_TEMP_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-            found.stale.append(entry.name)
-        elif entry.name in group_dirs and location.kind(entry.name) != "directory":
-            found.blocking.append((entry.name, what(entry.name)))
-        elif entry.name not in TOP_NAMES and entry.name not in group_dirs:
-            found.foreign.append((entry.name, what(entry.name)))
-    # Shard files are kept inside the results directory, where clean-up may reach them: a
-    # link (to another disk, say) would leave what lies behind it neither cleaned nor checked.
-    for path in (SHARDS_DIR, PARTIAL_DIR, PAGES_DIR):
-        if location.kind(path) not in ("directory", "missing"):
-            found.blocking.append((path, what(path)))
-    if found.blocking:
-        return
-    for entry in entries(PAGES_DIR):
-        path = f"{PAGES_DIR}/{entry.name}"
-        kind = location.kind(path)
-        if STALE_TEMP_NAME.fullmatch(entry.name) and kind == "file":
-            found.stale.append(path)
-        elif PAGE_FILE_NAME.fullmatch(entry.name) and kind == "file":
-            if path not in committed:
-                found.uncommitted.append(path)
-        elif PAGE_FILE_NAME.fullmatch(entry.name):
-            found.blocking.append((path, what(path)))
-        else:
-            found.foreign.append((path, what(path)))
-    for entry in entries(SHARDS_DIR):
-        path = f"{SHARDS_DIR}/{entry.name}"
-        if path == PARTIAL_DIR:
-            _survey_partial(location, found)
-        elif entry.name not in table_names():
-            found.foreign.append((path, what(path)))
-        elif location.kind(path) != "directory":
-            found.blocking.append((path, what(path)))
-        else:
-            for inner in entries(path):
-                inner_path = f"{path}/{inner.name}"
-                ours = SHARD_FILE_NAME.fullmatch(inner.name) is not None
-                kind = location.kind(inner_path)
-                if kind == "file" and ours:
-                    if inner_path not in committed:
-                        found.uncommitted.append(inner_path)
-                elif ours:
-                    found.blocking.append((inner_path, what(inner_path)))
-                else:
-                    found.foreign.append((inner_path, what(inner_path)))
 
 
 @dataclass
@@ -431,9 +305,9 @@ def committed_files(where: str | Location, table: str = DEALS_TABLE) -> list[str
 
 
 def committed_paths(where: str | Location, table: str = DEALS_TABLE) -> list[str]:
-    """As `committed_files`, the paths in the results' own filesystem (`Location.fs`)."""
-    results = open_results(where)
-    return [results.location.full(path) for path in _committed(results, table)]
+    """As `committed_files`, the paths relative to the results directory (for
+    `Location.scan_parquet`)."""
+    return _committed(open_results(where), table)
 
 
 def _committed(results: Results, table: str) -> list[str]:
@@ -484,7 +358,6 @@ def _checked(results: Results) -> tuple[list[str], dict]:
     # A run writing there now: what it has not committed yet is its work in flight, not a
     # problem of the directory.
     writer = location.held_by()
-    in_flight: list[str] = []
     problems = [results.unusable] if results.unusable else []
     problems += [problem for _, problem in results.problems]
     if results.manifest_missing:
@@ -504,13 +377,43 @@ def _checked(results: Results) -> tuple[list[str], dict]:
             "bytes": 0,
             "bytes_per_row": None,
         }
-    schemas = expected_schemas(run.mode)
+    good, broken, sizes = _verified_shards(results, problems)
+    in_flight: list[str] = []
+    missing = plan.missing(listed)[0]
+    if missing and writer is not None:
+        in_flight.append(f"{missing} of {plan.count} shards not committed yet")
+    elif missing:
+        problems.append(missing_problem(results))
+    notes = _what_else_lies_there(results, writer, in_flight, problems)
+    rows, row_bytes, size, files = sizes
+    figures = {
+        "shards": plan.count,
+        "committed": len(listed),
+        "broken": len(broken - good),
+        "deals": sum(results.entries[index].deals for index in good),
+        "cells": n_cells,
+        "files": files,
+        "rows": rows,
+        "bytes": size,
+        "bytes_per_row": row_bytes / rows if rows else None,  # of the per-deal files
+        "notes": notes,
+    }
+    return problems, figures
+
+
+def _verified_shards(results: Results, problems: list[str]):
+    """Every file of every entry checked (what is wrong added to ``problems``): the shards
+    that verify, those that do not (their entries' problems' too), and (per-deal rows, their
+    bytes, bytes, files) of those that do."""
+    schemas = expected_schemas(results.run.mode)
     broken = {index for index, _ in results.problems if index is not None}
     good: set[int] = set()
     rows = size = row_bytes = files = 0
     for index in sorted(results.entries):
         entry = results.entries[index]
-        problem = shard_problem(location, entry, plan[index], results.hashes, schemas)
+        problem = shard_problem(
+            results.location, entry, results.plan[index], results.hashes, schemas
+        )
         if problem:
             problems.append(problem)
             broken.add(index)
@@ -522,11 +425,15 @@ def _checked(results: Results) -> tuple[list[str], dict]:
                 row_bytes += record.bytes
             size += record.bytes
             files += 1
-    missing = plan.missing(listed)[0]
-    if missing and writer is not None:
-        in_flight.append(f"{missing} of {plan.count} shards not committed yet")
-    elif missing:
-        problems.append(missing_problem(results))
+    return good, broken, (rows, row_bytes, size, files)
+
+
+def _what_else_lies_there(
+    results: Results, writer: str | None, in_flight: list[str], problems: list[str]
+) -> list[str]:
+    """What the directory holds besides the committed files, as problems (added to
+    ``problems``) or notes (given): files left by a run, unless ``writer`` (a run's pid) is
+    writing there now; things not clocksweep's, named."""
     found = survey_groups(results)
     if writer is not None:
         uncommitted = len(found.uncommitted) + len(found.partial) + len(found.stale)
@@ -552,16 +459,4 @@ def _checked(results: Results) -> tuple[list[str], dict]:
         (problems if path.startswith(SHARDS_DIR + "/") or path == SHARDS_DIR else notes).append(
             line
         )
-    figures = {
-        "shards": plan.count,
-        "committed": len(listed),
-        "broken": len(broken - good),
-        "deals": sum(results.entries[index].deals for index in good),
-        "cells": n_cells,
-        "files": files,
-        "rows": rows,
-        "bytes": size,
-        "bytes_per_row": row_bytes / rows if rows else None,  # of the per-deal files
-        "notes": notes,
-    }
-    return problems, figures
+    return notes

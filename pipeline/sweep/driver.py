@@ -35,6 +35,7 @@ from pipeline.store.entries import RunRecord, ShardEntry
 from pipeline.store.files import expected_schemas
 from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
 from pipeline.store.location import Location, is_disk_full
+from pipeline.store.manifest import Manifest
 from pipeline.store.plan import Shard, ShardPlan, plan_shards
 from pipeline.sweep.cluster import (
     connect,
@@ -193,7 +194,7 @@ class Part:
 
     group: groups.CellGroup
     location: Location
-    manifest: records.Manifest
+    manifest: Manifest
     found: validate.Survey | None = None  # what else lies in its directory
 
     @property
@@ -212,7 +213,7 @@ class State:
     stopping: Stopping | None  # the stop rule, over every group's cells
 
     @property
-    def manifest(self) -> records.Manifest:
+    def manifest(self) -> Manifest:
         """The last group's committed shards: a stop rule reads its prefix (its tallies
         count every cell), and a shard is committed in every group once it is there."""
         return self.parts[-1].manifest
@@ -265,11 +266,11 @@ def run(
     # lease is its first word with the store, which may never answer.
     with (
         nullcontext()
-        if location.is_local
+        if not location.may_stall
         else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     ):
         lock = location.lock(answer_within=connect_seconds())
-    if not location.is_local and SIGNALS.deadline:  # the command's own process
+    if location.may_stall and SIGNALS.deadline:  # the command's own process
         # The main thread stops as soon as it sees the lease lost (`Lease.check`); should a
         # call to a store that stopped answering keep it waiting, the process ends anyway.
         lock.on_lost = lambda message: end_process_after(connect_seconds(), message, 1)
@@ -341,7 +342,7 @@ def run(
         if (
             todo
             and task is play_shard
-            and location.is_local
+            and not location.may_stall
             and early_enabled()
             and starts_local(config, address)
         ):
@@ -443,7 +444,7 @@ def read_state(
     of the prefix they make, in order."""
     waiting = (
         nullcontext()
-        if location.is_local
+        if not location.may_stall
         else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
     )
     try:
@@ -547,7 +548,7 @@ def load_part(
     resumed = listed is not None and not fresh and listed["config_hash"] == group.config_hash
     if resumed:
         refuse_shrinking(config, listed, part.location)
-    manifest = records.Manifest(
+    manifest = Manifest(
         part.location, group.config_hash, listed["page_shards"] if resumed else None
     )
     part.manifest = manifest
@@ -951,7 +952,7 @@ def play_all(
     pieces_of = {}  # a split unit's assembly -> its pieces
     pieces_said = False  # the first shard split, once said
     manifest = parts[-1].manifest  # the stop rule's
-    lease = parts[0].location.guard  # an object store's lease: its check
+    hold = parts[0].location.hold  # its lock, or an object store's lease
     common = group_jobs(config, parts)
     wins_table = wins_table_of(config)
     held = set()  # the units the early player is still playing, as (shard index, group)
@@ -1149,8 +1150,8 @@ def play_all(
         if early is not None:
             from_early()
         while True:
-            if lease is not None:  # a lease lost stops the run now, not at its next commit
-                lease()
+            if hold is not None:  # a lease lost stops the run now, not at its next commit
+                hold.check()
             pause = resting.over(retries)
             while len(pending) < in_flight:
                 unit, reads = next_unit()

@@ -23,7 +23,7 @@ import numpy as np
 from pipeline.engine import pairing
 from pipeline.engine.rules import Cell
 from pipeline.store.entries import FileRecord, ShardEntry
-from pipeline.store.files import ShardFileWriter, encode_deals, file_metadata
+from pipeline.store.files import ShardFileWriter, encode_deals, file_metadata, read_wins
 from pipeline.store.layout import DEALS_TABLE, FACTS_TABLE, WINS_TABLE
 from pipeline.store.location import Location
 from pipeline.store.plan import Shard
@@ -160,12 +160,10 @@ def earlier_wins(job: ShardJob) -> np.ndarray | None:
     """The wins of the groups before the job's (cells x the shard's deals), None if none."""
     if not job.earlier:
         return None
-    from pipeline.records import wins
-
     shard = job.shard
     return np.concatenate(
         [
-            wins.read_wins(group.location, group.record, group.cells, shard.first, shard.count)
+            read_wins(group.location, group.record, group.cells, shard.first, shard.count)
             for group in job.earlier
         ]
     )

@@ -1,7 +1,7 @@
 """Tests of `clocksweep report` (pipeline/report/) on real results.
 
 Results directories are written here as the sweep writes them: `shard_task.write_shard` (the Ray
-task's body) plays each shard with the kernel and writes real Parquet, `records.Manifest`
+task's body) plays each shard with the kernel and writes real Parquet, `manifest.Manifest`
 commits it and `sweep.start_run_record` gives run.json; only Ray is left out (the shards are
 played in this process). Nothing is mocked.
 """
@@ -26,8 +26,9 @@ from pipeline.engine.rules import Cell
 from pipeline.records import summary
 from pipeline.report import claims, figures
 from pipeline.report import document as report
-from pipeline.store import layout, records
+from pipeline.store import layout
 from pipeline.store.location import Location
+from pipeline.store.manifest import Manifest
 from pipeline.sweep import config as sweep_config
 from pipeline.sweep import driver as sweep
 from pipeline.sweep import task as shard_task
@@ -59,7 +60,7 @@ def write_results(
     shards = sweep.plan(config)
     run = sweep.start_run_record(config, None, None, shards.count, 0)
     location.write_json(layout.RUN_FILE, run.to_json())
-    manifest = records.Manifest(location, config.hash)
+    manifest = Manifest(location, config.hash)
     for shard in shards:
         job = shard_task.ShardJob(
             location=location,

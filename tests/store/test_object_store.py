@@ -12,7 +12,11 @@ the lease (pipeline/store/lease.py) is made of.
 - another config into the prefix refused, nothing written; `--fresh` replaces it;
 - two drivers on one prefix: the second refused while the first holds the lease; the first
   killed by SIGKILL, its lease left to expire, and the rerun ends with an uninterrupted run's rows;
-- the lease itself: taken, refused, taken over once stale, lost by its holder, released;
+- a driver killed by SIGKILL and its command run again at once on the same host: the rerun
+  takes the dead driver's lease over without waiting, and ends with an uninterrupted run's rows;
+- the lease itself: taken, refused, taken over once stale, lost by its holder, released; taken
+  at once from a process of this host that has ended (or whose pid a later process has), and
+  not from a live one or one of another host;
 - bad input: a bucket that does not exist, wrong credentials, an endpoint that refuses.
 """
 
@@ -316,22 +320,28 @@ def test_another_config_is_refused_and_fresh_replaces_it(s3, config_file, tmp_pa
 # --- Two drivers, a SIGKILL, the lease left to expire -------------------------------------
 
 
+def paused_driver(config_file, uri: str, tmp_path, pause: float, ray_tmp: str, env=None):
+    """A driver process on one CPU of a Ray instance of its own (``ray_tmp``), whose tasks
+    pause ``pause`` s after their first batch, with the driver's lease."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    return driver(
+        config_file,
+        uri,
+        "ray.num_cpus=1",
+        fault=f"pause={pause}:{pids}",
+        env={"RAY_TMPDIR": ray_tmp, **(env or {}), **DRIVER_LEASE},
+    )
+
+
 def test_second_driver_refused_then_sigkill_and_rerun(
     s3, config_file, expected, tmp_path, monkeypatch
 ):
     """With pages of two shards, so that a page is written to the store before the kill."""
-    prefix, pids = "killed", tmp_path / "pids"
-    pids.mkdir()
+    prefix = "killed"
     uri = s3.uri(prefix)
     ray_tmp = f"/tmp/cs3kill{os.getpid()}"
-    paged = {PAGE_ENV: "2"}
-    first = driver(
-        config_file,
-        uri,
-        "ray.num_cpus=1",
-        fault=f"pause=0.8:{pids}",
-        env={"RAY_TMPDIR": ray_tmp, **paged, **DRIVER_LEASE},
-    )
+    first = paused_driver(config_file, uri, tmp_path, 0.8, ray_tmp, {PAGE_ENV: "2"})
     try:
         committed_while_running(first, lambda: s3.committed(prefix), 3)
         assert first.poll() is None, first.communicate()[1]
@@ -370,18 +380,11 @@ def test_second_driver_refused_then_sigkill_and_rerun(
 def test_a_driver_whose_lease_is_taken_over_stops_before_committing_more(
     s3, config_file, expected, tmp_path
 ):
-    prefix, pids = "taken", tmp_path / "pids"
-    pids.mkdir()
+    prefix = "taken"
     uri = s3.uri(prefix)
     ray_tmp = f"/tmp/cs3take{os.getpid()}"
     # A shard takes longer than a renewal, so the one after the takeover finds it lost.
-    first = driver(
-        config_file,
-        uri,
-        "ray.num_cpus=1",
-        fault=f"pause=5:{pids}",
-        env={"RAY_TMPDIR": ray_tmp, **DRIVER_LEASE},
-    )
+    first = paused_driver(config_file, uri, tmp_path, 5, ray_tmp)
     try:
         committed_while_running(first, lambda: len(s3.manifest(prefix)["shards"]), 1)
         assert first.poll() is None, first.communicate()[1]
@@ -402,6 +405,39 @@ def test_a_driver_whose_lease_is_taken_over_stops_before_committing_more(
     time.sleep(LEASE_SECONDS + 1)  # that owner never renews: its lease goes stale
     resumed = sweep(config_file, uri)
     assert resumed.exit_code == 0, resumed.output
+    assert rows_of(s3, prefix).equals(expected)
+
+
+def test_a_rerun_at_once_takes_the_lease_of_a_driver_killed_on_this_host(
+    s3, config_file, expected, tmp_path, monkeypatch
+):
+    """SIGKILL by pid, then the same command at once: the lease, renewed moments ago and
+    held for a minute, names a process of this host that has ended, so the rerun takes it
+    over and resumes, as a local path's lock lets it."""
+    prefix = "crashed"
+    uri = s3.uri(prefix)
+    ray_tmp = f"/tmp/cs3crash{os.getpid()}"
+    first = paused_driver(config_file, uri, tmp_path, 0.8, ray_tmp)
+    try:
+        committed_while_running(first, lambda: s3.committed(prefix), 2)
+        assert first.poll() is None, first.communicate()[1]
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        end_processes(ray_tmp, remove=True)
+    committed = s3.committed(prefix)
+    assert 2 <= committed < 6
+    held = json.loads(s3.read(f"{prefix}/.lock"))  # the killed driver's lease, left behind
+    assert (held["pid"], held["host"]) == (first.pid, socket.gethostname())
+
+    monkeypatch.setenv(store_lease.LEASE_ENV, "60")  # far from stale: only its holder's end
+    resumed = sweep(config_file, uri)
+    assert resumed.exit_code == 0, resumed.output
+    assert f"{committed} already committed" in resumed.stderr
+    statuses = [r["status"] for r in json.loads(s3.read(f"{prefix}/run.json"))["runs"]]
+    assert statuses == ["died", "complete"]
+    assert f"{prefix}/.lock" not in s3.keys(f"{prefix}/")
+    assert run("validate", uri).exit_code == 0
     assert rows_of(s3, prefix).equals(expected)
 
 
@@ -433,6 +469,58 @@ def test_the_lease_is_taken_refused_taken_over_and_released(s3):
     assert json.loads(s3.read(key))["token"] == second.token
     second.release()
     assert key not in s3.keys("leased/")
+
+
+def ended_process() -> tuple[int, str]:
+    """The pid and recorded start of a process of this host that has ended (and been reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "60"])
+    started = store_lease.process_start(child.pid)
+    child.kill()
+    child.wait()
+    return child.pid, started
+
+
+@pytest.mark.parametrize(
+    "holder, taken",
+    [
+        ("ended", True),  # its process gone
+        ("reused", True),  # its pid now another process's: this one, started later
+        ("no start", True),  # a lease of an earlier clocksweep, its pid gone
+        ("alive", False),  # this process, which is running
+        ("elsewhere", False),  # another host's: its pid says nothing here
+    ],
+)
+def test_a_fresh_lease_is_taken_at_once_only_from_a_process_that_ended(
+    s3, monkeypatch, holder, taken
+):
+    monkeypatch.setenv(store_lease.LEASE_ENV, "60")  # renewed just now: far from stale
+    pid, started = ended_process()
+    host, me = socket.gethostname(), store_lease.process_start(os.getpid())
+    assert started is not None and me is not None
+    body = {
+        "ended": {"pid": pid, "host": host, "started": started},
+        "reused": {"pid": os.getpid(), "host": host, "started": started},
+        "no start": {"pid": pid, "host": host},
+        "alive": {"pid": os.getpid(), "host": host, "started": me},
+        "elsewhere": {"pid": pid, "host": "elsewhere", "started": started},
+    }[holder]
+    prefix = f"fresh-{holder.replace(' ', '-')}"
+    s3.write(f"{prefix}/.lock", json.dumps({**body, "token": "theirs"}).encode())
+    location = Location(s3.uri(prefix))
+    if not taken:
+        with pytest.raises(
+            ResultsError, match=f"in use by another clocksweep run .pid {body['pid']}"
+        ):
+            store_lease.Lease(location).acquire()
+        assert json.loads(s3.read(f"{prefix}/.lock"))["token"] == "theirs"
+        return
+    lease = store_lease.Lease(location).acquire()
+    try:
+        assert json.loads(s3.read(f"{prefix}/.lock"))["token"] == lease.token
+    finally:
+        lease.release()
 
 
 def test_a_file_given_up_is_not_left_at_its_key(s3):

@@ -25,8 +25,8 @@ from test_stopping import RULE
 from pipeline.cli import cli
 from pipeline.engine import kernel
 from pipeline.engine.rules import Cell
-from pipeline.records import wins
 from pipeline.store.entries import FileRecord
+from pipeline.store.files import read_wins
 from pipeline.store.location import Location
 from pipeline.store.records import PAGE_ENV
 from pipeline.sweep import driver as sweep_driver
@@ -165,7 +165,7 @@ def test_a_summary_shards_wins_are_the_kernels_deal_by_deal(tmp_path, local_ray)
     entry = json.loads((out / "manifest.json").read_text())["shards"][1]
     record = next(FileRecord.from_json(f) for f in entry["files"] if f["table"] == "wins")
     cells = [Cell("standard"), Cell("one_swap", "most"), Cell("one_swap", "random")]
-    read = wins.read_wins(Location(str(out)), record, cells, 1000, 1000)
+    read = read_wins(Location(str(out)), record, cells, 1000, 1000)
     played = kernel.play(41, 1000, 1000, cells)["won"].astype(bool)
     assert np.array_equal(read, played) and read.sum() > 0
     table = pq.read_table(out / record.path)
@@ -174,7 +174,7 @@ def test_a_summary_shards_wins_are_the_kernels_deal_by_deal(tmp_path, local_ray)
     # A file changed since it was committed is never read as wins.
     (out / record.path).write_bytes((out / record.path).read_bytes()[:-1] + b"\0")
     with pytest.raises(ValueError, match="differs from the manifest"):
-        wins.read_wins(Location(str(out)), record, cells, 1000, 1000)
+        read_wins(Location(str(out)), record, cells, 1000, 1000)
 
 
 def test_more_cells_and_more_deals_at_once(tmp_path, local_ray):

@@ -35,6 +35,7 @@ from pipeline.records import schema, summary
 from pipeline.store import records, validate
 from pipeline.store.files import expected_schemas, file_problem
 from pipeline.store.location import Location
+from pipeline.store.manifest import Manifest
 from pipeline.store.plan import Shard
 from pipeline.sweep import config as sweep_config
 from pipeline.sweep import driver as sweep
@@ -573,7 +574,7 @@ def test_object_store_writes_final_keys():
 
     run = sweep.start_run_record(cfg, None, None, 1, 0).to_json()
     location.write_json("run.json", run)
-    manifest = records.Manifest(location, cfg.hash)
+    manifest = Manifest(location, cfg.hash)
     manifest.commit(replace(entry, files=(record,)))
     manifest.flush()
     problems, _ = validate.validate(location)
