@@ -605,3 +605,7 @@ def report(results_path, replay, out_dir, no_plots, as_json):
         )
         return
     click.echo(terminal_summary(made))
+
+
+if __name__ == "__main__":  # python -m pipeline.cli
+    main()
