@@ -457,7 +457,8 @@ def bench(seconds, as_json):
     help="An existing Ray cluster (default: RAY_ADDRESS, else a local instance).",
 )
 def run(config_path, overrides, dry_run, fresh, address):
-    """Run a sweep: CONFIG (TOML) becomes sharded Ray tasks writing Parquet results.
+    """Run a sweep: CONFIG (TOML) becomes sharded Ray tasks writing Parquet results (or,
+    with `[run] executor = "threads"`, threads of this process: one machine, no Ray).
 
     Rerunning the same config resumes: committed shards that still verify are kept, the rest
     are played. On a cluster, run it where the cluster is reachable, or submit it as a job:
@@ -591,3 +592,7 @@ def report(results_path, replay, out_dir, no_plots, as_json):
         )
         return
     click.echo(terminal_summary(made))
+
+
+if __name__ == "__main__":  # python -m pipeline.cli
+    main()

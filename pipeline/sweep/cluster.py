@@ -51,55 +51,71 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
         source, value = ray_address(config, address)
         if source is not None:
             check_reachable(source, value)
-        options = {
-            "address": value,
-            "ignore_reinit_error": True,
-            "log_to_driver": True,
-            "logging_level": "warning",
-        }
-        if value == "local":
-            options["num_cpus"] = config.ray.get("num_cpus")
-            options["include_dashboard"] = False
-        waiting = (
-            nullcontext()
-            if source is None
-            else deadline(
-                f"{source}: {value} accepts connections, but no Ray cluster answered there within "
-                "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)",
-                before_exit,
-            )
-        )
-        try:
-            # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
-            # one line says it; on success its warnings are shown as usual.
-            with warnings.catch_warnings(record=True) as caught, waiting:
-                warnings.simplefilter("always")
-                already = descendants()
-                try:
-                    ray.init(**options)
-                except (SystemExit, KeyboardInterrupt) as stopped:
-                    if isinstance(stopped, SystemExit):  # Ray's SIGTERM handler: ours again,
-                        SIGNALS.note(StoppedWhileStarting.signal_number)  # as if it saw it
-                    end_started(already)  # a second signal is ignored: it cuts nothing short
-                    if isinstance(stopped, SystemExit):
-                        raise StoppedWhileStarting("SIGTERM") from None
-                    raise
-            for warning in caught:
-                warnings.showwarning(
-                    warning.message, warning.category, warning.filename, warning.lineno
-                )
-        except (ConnectionError, ValueError, RuntimeError) as error:
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            if source is None:
-                raise ConfigError(f"ray: cannot start a local Ray instance: {first_line}") from None
-            raise ConfigError(
-                f"{source}: cannot connect to Ray at {value!r}: {first_line} (a cluster with "
-                "token authentication also needs RAY_AUTH_MODE=token and its token here)"
-            ) from None
+        start_or_join(config, source, value, before_exit)
         started = True
         kind = "local instance" if value == "local" else "cluster"
+    return started, cluster_record(kind)
+
+
+def start_or_join(config: SweepConfig, source: str | None, value: str, before_exit) -> None:
+    """`ray.init` at ``value`` (said by ``source``; None: a new local instance), within the
+    connect deadline where it is a cluster's address; a signal while it runs ends what it
+    started; its failure is one line (ConfigError)."""
+    import ray
+
+    options = {
+        "address": value,
+        "ignore_reinit_error": True,
+        "log_to_driver": True,
+        "logging_level": "warning",
+    }
+    if value == "local":
+        options["num_cpus"] = config.ray.get("num_cpus")
+        options["include_dashboard"] = False
+    waiting = (
+        nullcontext()
+        if source is None
+        else deadline(
+            f"{source}: {value} accepts connections, but no Ray cluster answered there within "
+            "{seconds} s; expected the address of a Ray cluster's head (`ray start --head`)",
+            before_exit,
+        )
+    )
+    try:
+        # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
+        # one line says it; on success its warnings are shown as usual.
+        with warnings.catch_warnings(record=True) as caught, waiting:
+            warnings.simplefilter("always")
+            already = descendants()
+            try:
+                ray.init(**options)
+            except (SystemExit, KeyboardInterrupt) as stopped:
+                if isinstance(stopped, SystemExit):  # Ray's SIGTERM handler: ours again,
+                    SIGNALS.note(StoppedWhileStarting.signal_number)  # as if it saw it
+                end_started(already)  # a second signal is ignored: it cuts nothing short
+                if isinstance(stopped, SystemExit):
+                    raise StoppedWhileStarting("SIGTERM") from None
+                raise
+        for warning in caught:
+            warnings.showwarning(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    except (ConnectionError, ValueError, RuntimeError) as error:
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if source is None:
+            raise ConfigError(f"ray: cannot start a local Ray instance: {first_line}") from None
+        raise ConfigError(
+            f"{source}: cannot connect to Ray at {value!r}: {first_line} (a cluster with "
+            "token authentication also needs RAY_AUTH_MODE=token and its token here)"
+        ) from None
+
+
+def cluster_record(kind: str) -> dict:
+    """What the cluster Ray is connected to is, as the run record keeps it."""
+    import ray
+
     nodes = [node for node in ray.nodes() if node.get("Alive")]
-    cluster = {
+    return {
         "ray_version": ray.__version__,
         "kind": kind,
         "gcs_address": ray.get_runtime_context().gcs_address,
@@ -113,7 +129,6 @@ def connect(config: SweepConfig, address: str | None, before_exit=None) -> tuple
             for node in nodes
         ],
     }
-    return started, cluster
 
 
 def ray_address(config: SweepConfig, address: str | None) -> tuple[str | None, str]:

@@ -17,6 +17,9 @@ A config names a sweep and says which deals to play under which rules:
     order = ["round-robin"]
     depth = ["bottom"]            # exchange only
 
+    [run]                         # optional
+    executor = "ray"              # "ray" (default) or "threads": this process's threads, no Ray
+
     [ray]                         # optional
     address = "127.0.0.1:6379"    # an existing cluster (default: a local instance)
     num_cpus = 2                  # CPUs of the local instance (default: all)
@@ -51,6 +54,9 @@ from pipeline.sweep.stopping import StopRule
 
 U64_LIMIT = 1 << 64
 RECORD_MODES = ("deals", "summary")
+# What plays the shards: Ray's tasks (a local instance or a cluster), or threads of the
+# driver's own process (one machine, no Ray started): the same bytes either way.
+EXECUTORS = ("ray", "threads")
 URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_SHARD_SIZE = 1_000_000
@@ -103,6 +109,9 @@ TABLE_KEYS = {
         "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
         "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
     },
+    "run": {
+        "executor": (STR, f"one of {', '.join(EXECUTORS)}"),
+    },
 }
 REQUIRED = ("name", "seed", "deals")
 
@@ -147,6 +156,7 @@ class SweepConfig:
     ray: dict = field(default_factory=dict)
     source: str = ""
     stop: StopRule | None = None
+    executor: str = EXECUTORS[0]
 
     @property
     def max_retries(self) -> int:
@@ -169,6 +179,8 @@ class SweepConfig:
             "grid": {axis: list(values) for axis, values in self.grid.items()},
             "ray": dict(self.ray),
             **({"stop": self.stop.to_json()} if self.stop else {}),
+            # Recorded where it is not the default, so that a record of Ray is as it was.
+            **({"run": {"executor": self.executor}} if self.executor != EXECUTORS[0] else {}),
         }
 
     def identity(self) -> dict:
@@ -297,17 +309,10 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     cells = expand(grid)
 
     ray_raw = raw.get("ray", {})
-    ray = {}
-    if "address" in ray_raw:
-        ray["address"] = checked_str(ray_raw, "address", key_name="ray.address")
-        if not ray["address"]:
-            raise ConfigError(f"ray.address: empty; expected {TABLE_KEYS['ray']['address'][1]}")
+    ray = checked_address(ray_raw)  # named before the stop rule, its counts after
     stop = checked_stop(raw.get("stop"), deals, cells)
-    if "num_cpus" in ray_raw:
-        ray["num_cpus"] = checked_int(ray_raw, "num_cpus", 1, 1 << 16, key_name="ray.num_cpus")
-    ray["max_retries"] = checked_int(
-        ray_raw, "max_retries", 0, 100, default=DEFAULT_MAX_RETRIES, key_name="ray.max_retries"
-    )
+    ray.update(checked_ray_counts(ray_raw))
+    executor = checked_executor(raw.get("run", {}))
     return SweepConfig(
         name=name,
         seed=seed,
@@ -321,7 +326,36 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         ray=ray,
         source=source,
         stop=stop,
+        executor=executor,
     )
+
+
+def checked_address(ray_raw: dict) -> dict:
+    if "address" not in ray_raw:
+        return {}
+    address = checked_str(ray_raw, "address", key_name="ray.address")
+    if not address:
+        raise ConfigError(f"ray.address: empty; expected {TABLE_KEYS['ray']['address'][1]}")
+    return {"address": address}
+
+
+def checked_ray_counts(ray_raw: dict) -> dict:
+    ray = {}
+    if "num_cpus" in ray_raw:
+        ray["num_cpus"] = checked_int(ray_raw, "num_cpus", 1, 1 << 16, key_name="ray.num_cpus")
+    ray["max_retries"] = checked_int(
+        ray_raw, "max_retries", 0, 100, default=DEFAULT_MAX_RETRIES, key_name="ray.max_retries"
+    )
+    return ray
+
+
+def checked_executor(run_raw: dict) -> str:
+    executor = checked_str(run_raw, "executor", default=EXECUTORS[0], key_name="run.executor")
+    if executor not in EXECUTORS:
+        raise ConfigError(
+            f"run.executor: {executor!r} is not known; allowed: {', '.join(EXECUTORS)}"
+        )
+    return executor
 
 
 def checked_float(raw, key, low, high, key_name) -> float:

@@ -191,21 +191,12 @@ def play_batches(
 
     shard, cells = job.shard, list(job.cells)
     starts = batch_starts(job)
-    if job.record == "summary":
-        counts, facts = summary.KernelBatches(cells), None
-    else:  # the deal facts, counted beside the per-deal rows
-        counts, facts = None, summary.FactCounts(cells)
-    played = Played(counts, facts, None, [], None, [], 0.0, 0.0, (batches[0], batches[0]))
+    played, begin = nothing_played(job, batches)
+    counts, facts = played.counts, played.facts
     earlier_won = earlier_wins(job)
-    every, cross = cross_pairs(job)
-    if cross:
-        played.cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
+    _, cross = cross_pairs(job)
     step = starts.step
     metadata = shard_metadata(job) if rows_to is not None else None
-    begin = starts[batches[0]] if batches[0] < len(starts) else shard.count
-    if counts is not None:
-        end = starts[batches[1]] if batches[1] < len(starts) else shard.count
-        played.own_wins = np.empty((len(cells), end - begin), dtype=bool)
     # Results are used up within their batch: every batch is played into one array.
     scratch = np.empty((len(kernel.RESULT_ROWS), len(cells), step), dtype=np.int8)
     for start in starts[batches[0] : batches[1]]:
@@ -242,6 +233,27 @@ def play_batches(
         played.own_wins = played.own_wins[:, : played_to - begin]
     played.seconds = time.perf_counter() - started
     return played
+
+
+def nothing_played(job: ShardJob, batches: tuple[int, int]) -> tuple[Played, int]:
+    """What playing the shard's ``batches`` starts from (its counts empty), and the deal
+    (after the shard's first) it starts at."""
+    from pipeline.records import summary
+
+    shard, cells, starts = job.shard, list(job.cells), batch_starts(job)
+    if job.record == "summary":
+        counts, facts = summary.KernelBatches(cells), None
+    else:  # the deal facts, counted beside the per-deal rows
+        counts, facts = None, summary.FactCounts(cells)
+    played = Played(counts, facts, None, [], None, [], 0.0, 0.0, (batches[0], batches[0]))
+    _, cross = cross_pairs(job)
+    if cross:
+        played.cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
+    begin = starts[batches[0]] if batches[0] < len(starts) else shard.count
+    if counts is not None:
+        end = starts[batches[1]] if batches[1] < len(starts) else shard.count
+        played.own_wins = np.empty((len(cells), end - begin), dtype=bool)
+    return played, begin
 
 
 def shard_metadata(job: ShardJob) -> dict:

@@ -423,6 +423,26 @@ def test_one_worker_same_bytes(config_file, tmp_path, expected):
     ]
 
 
+@pytest.mark.parametrize("record", ["deals", "summary"])
+def test_threads_write_the_bytes_ray_writes(config_file, tmp_path, expected, record):
+    """`[run] executor = "threads"`: every shard file byte for byte what Ray's workers write,
+    the run recorded with no Ray and the executor in its config; Ray's run records as ever."""
+    on_ray, on_threads = tmp_path / "ray", tmp_path / "threads"
+    run_ok(config_file, on_ray, f"record={record}")
+    said = run_ok(config_file, on_threads, f"record={record}", "run.executor=threads").output
+    assert "threads of this process" in said
+    assert [f["sha256"] for e in manifest(on_ray)["shards"] for f in e["files"]] == [
+        f["sha256"] for e in manifest(on_threads)["shards"] for f in e["files"]
+    ]
+    if record == "deals":
+        assert content(on_threads).equals(expected)
+    threads_run = json.loads((on_threads / "run.json").read_text())
+    assert threads_run["runs"][-1]["ray"] is None
+    assert threads_run["config"]["run"] == {"executor": "threads"}
+    ray_run = json.loads((on_ray / "run.json").read_text())
+    assert "run" not in ray_run["config"] and ray_run["runs"][-1]["ray"]["cpus"] == 2
+
+
 def test_driver_sigkill_then_resume(config_file, tmp_path, expected, monkeypatch):
     """SIGKILL of the driver mid-sweep, then a rerun: exactly the rows of an uninterrupted run.
     The manifest's pages hold three shards, so that one is sealed before the kill."""
