@@ -131,12 +131,14 @@ def run(
     fresh: bool = False,
     address: str | None = None,
     progress: IO[str] | None = None,
+    verbose: bool = False,
     **options: Any,
 ) -> Results:
     """Run (or resume) a sweep as `clocksweep run` does and open its results: committed
     shards that still verify are kept, the rest played; a stop rule stops it. ``address``: a
     Ray cluster (default: the config's, RAY_ADDRESS, else a local instance). ``progress``: where
-    progress goes (default stderr). Shards that failed raise ShardsFailed (status 1) after the
+    progress goes (default stderr); ``verbose``: how the sweep is played (its log,
+    RESULTS/run.log) there too. Shards that failed raise ShardsFailed (status 1) after the
     rest are committed; a signal stops the run as it stops the command (KeyboardInterrupt,
     saying what was kept). ``options``: what a test gives `driver.run` (the shard task)."""
     from pipeline.sweep import driver
@@ -144,7 +146,12 @@ def run(
     config = _config_of(config)
     try:
         outcome = driver.run(
-            config, fresh=fresh, address=address, stream=progress or sys.stderr, **options
+            config,
+            fresh=fresh,
+            address=address,
+            stream=progress or sys.stderr,
+            verbose=verbose,
+            **options,
         )
     except user_errors() as error:
         raise as_error(error) from None

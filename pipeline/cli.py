@@ -205,8 +205,6 @@ def deal(
     row. `random` draws its pick from the deal's seed and number: the JSON's, or --seed and
     RANGE.
     """
-    from pipeline.engine import deals, display, reference
-
     if layout_path is not None:
         return deal_from_layout(
             layout_path,
@@ -236,23 +234,28 @@ def deal(
             depth=depth,
         )
     for number in numbers:
-        piles = reference.layout(seed, number, order)
-        if as_json:
-            record = {
-                "seed": seed,
-                "deal": number,
-                "scheme": deals.SCHEME_VERSION,
-                "order": order,
-                "piles": [[rules.card_text(card) for card in pile] for pile in piles],
-            }
-            click.echo(json.dumps(record))
-            continue
-        click.echo(
-            f"seed {seed}, deal {number}, order {order} (deal scheme {deals.SCHEME_VERSION})"
-        )
-        click.echo(display.clock_face(piles, finale_up=finale == "up"))
-        if cell is not None:
-            click.echo(display.replay(seed, number, cell))
+        show_deal(seed, number, order, finale, cell, as_json)
+
+
+def show_deal(seed: int, number: int, order: str, finale: str, cell, as_json: bool) -> None:
+    """One deal by number: its JSON line, or its clock face (and its replay under ``cell``)."""
+    from pipeline.engine import deals, display, reference
+
+    piles = reference.layout(seed, number, order)
+    if as_json:
+        record = {
+            "seed": seed,
+            "deal": number,
+            "scheme": deals.SCHEME_VERSION,
+            "order": order,
+            "piles": [[rules.card_text(card) for card in pile] for pile in piles],
+        }
+        click.echo(json.dumps(record))
+        return
+    click.echo(f"seed {seed}, deal {number}, order {order} (deal scheme {deals.SCHEME_VERSION})")
+    click.echo(display.clock_face(piles, finale_up=finale == "up"))
+    if cell is not None:
+        click.echo(display.replay(seed, number, cell))
 
 
 def read_text(path: str, name: str) -> str:
@@ -456,7 +459,12 @@ def bench(seconds, as_json):
     metavar="HOST:PORT",
     help="An existing Ray cluster (default: RAY_ADDRESS, else a local instance).",
 )
-def run(config_path, overrides, dry_run, fresh, address):
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Also print how the sweep is played (threads, pieces, Ray's messages): RESULTS/run.log.",
+)
+def run(config_path, overrides, dry_run, fresh, address, verbose):
     """Run a sweep: CONFIG (TOML) becomes sharded Ray tasks writing Parquet results (or,
     with `[run] executor = "threads"`, threads of this process: one machine, no Ray).
 
@@ -476,7 +484,8 @@ def run(config_path, overrides, dry_run, fresh, address):
         if dry_run:
             click.echo(api.plan(config))
             return
-        results = api.run(config, fresh=fresh, address=address, **({"task": task} if task else {}))
+        options = {"task": task} if task else {}
+        results = api.run(config, fresh=fresh, address=address, verbose=verbose, **options)
     except sweep_config.ConfigError as error:
         raise Failed(error) from None
     except api.ShardsFailed as error:

@@ -75,13 +75,7 @@ def win_rates(cells: list[dict]) -> bytes | None:
     One axes, the rules side by side: six panels sharing a y axis drew the same look with six
     times the ticks and axes, half the drawing time.
     """
-    groups = []
-    for variant in rules.VARIANTS:
-        for depth in rules.DEPTHS if variant == "exchange" else (None,):
-            rows = [c for c in cells if c["variant"] == variant and c["depth"] == depth]
-            if rows:
-                names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)]
-                groups.append((variant + (f" ({depth})" if depth else ""), rows, names or [None]))
+    groups = _rule_groups(cells)
     if not groups:
         return None
     slots = sum(len(names) for _, _, names in groups) + len(groups) - 1  # a gap between groups
@@ -101,58 +95,13 @@ def win_rates(cells: list[dict]) -> bytes | None:
                 for r in rows
                 if r["strategy"] == strategy and r["finale"] == finale and r["order"] == order
             ]
-            if not picked:
-                continue
-            xs = [x + offset for x, _ in picked]
-            # Interval lines and markers drawn as two artists (errorbar makes four per series,
-            # and a report can hold a hundred cells).
-            colour = COLOURS.get(finale, "k")
-            ax.vlines(
-                xs,
-                [r["ci_low"] for _, r in picked],
-                [r["ci_high"] for _, r in picked],
-                color=colour,
-                lw=1,
-            )
-            ax.plot(
-                xs,
-                [r["win_rate"] for _, r in picked],
-                ls="none",
-                marker=MARKERS.get(order, "o"),
-                ms=4,
-                color=colour,
-                label=f"finale {finale}, {order}",
-            )
-            exact = [
-                (x, r["exact_value"])
-                for x, (_, r) in zip(xs, picked)
-                if r["exact_value"] is not None
-            ]
-            if exact:
-                ax.plot(
-                    [x for x, _ in exact],
-                    [y for _, y in exact],
-                    ls="none",
-                    marker="_",
-                    ms=9,
-                    mew=1.5,
-                    color="k",
-                    zorder=3,
+            if picked:
+                _plot_series(
+                    ax, [x + offset for x, _ in picked], [r for _, r in picked], finale, order
                 )
         ticks += range(start, start + len(names))
         tick_labels += [s or "-" for s in names]
-        middle = start + (len(names) - 1) / 2
-        ax.text(
-            middle,
-            1.01,
-            title,
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="bottom",
-            fontsize=9,
-        )
-        if start:
-            ax.axvline(start - 1, color="grey", lw=0.6)
+        _title_group(ax, title, start, len(names))
         start += len(names) + 1
     ax.set_xlim(-0.6, slots - 0.4)
     ax.set_xticks(ticks)
@@ -160,6 +109,70 @@ def win_rates(cells: list[dict]) -> bytes | None:
     ax.axhline(1 / 13, color="grey", lw=0.6, ls=":")
     ax.grid(axis="y", alpha=0.3)
     ax.set_ylabel(f"win rate ({stats.LEVEL} Wilson interval; bar = exact)")
+    _legend_once(fig, ax)
+    fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
+    return _png(fig)
+
+
+def _rule_groups(cells: list[dict]) -> list[tuple[str, list[dict], list]]:
+    """The cells by rescue rule (an exchange's depths apart): (title, cells, strategies)."""
+    groups = []
+    for variant in rules.VARIANTS:
+        for depth in rules.DEPTHS if variant == "exchange" else (None,):
+            rows = [c for c in cells if c["variant"] == variant and c["depth"] == depth]
+            if rows:
+                names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)]
+                groups.append((variant + (f" ({depth})" if depth else ""), rows, names or [None]))
+    return groups
+
+
+def _plot_series(ax, xs: list[float], rows: list[dict], finale: str, order: str) -> None:
+    """One finale and deal order's cells of a group: intervals, rates, exact values."""
+    # Interval lines and markers drawn as two artists (errorbar makes four per series, and a
+    # report can hold a hundred cells).
+    colour = COLOURS.get(finale, "k")
+    ax.vlines(xs, [r["ci_low"] for r in rows], [r["ci_high"] for r in rows], color=colour, lw=1)
+    ax.plot(
+        xs,
+        [r["win_rate"] for r in rows],
+        ls="none",
+        marker=MARKERS.get(order, "o"),
+        ms=4,
+        color=colour,
+        label=f"finale {finale}, {order}",
+    )
+    exact = [(x, r["exact_value"]) for x, r in zip(xs, rows) if r["exact_value"] is not None]
+    if exact:
+        ax.plot(
+            [x for x, _ in exact],
+            [y for _, y in exact],
+            ls="none",
+            marker="_",
+            ms=9,
+            mew=1.5,
+            color="k",
+            zorder=3,
+        )
+
+
+def _title_group(ax, title: str, start: int, count: int) -> None:
+    """A group's title above its slots, and a rule between it and the group before."""
+    middle = start + (count - 1) / 2
+    ax.text(
+        middle,
+        1.01,
+        title,
+        transform=ax.get_xaxis_transform(),
+        ha="center",
+        va="bottom",
+        fontsize=9,
+    )
+    if start:
+        ax.axvline(start - 1, color="grey", lw=0.6)
+
+
+def _legend_once(fig, ax) -> None:
+    """One legend entry a series, however many groups drew it."""
     handles, labels = [], []
     for h, lab in zip(*ax.get_legend_handles_labels()):
         if lab not in labels:
@@ -169,8 +182,6 @@ def win_rates(cells: list[dict]) -> bytes | None:
         fig.legend(
             handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False
         )
-    fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
-    return _png(fig)
 
 
 def cards_turned(distribution: dict) -> bytes | None:

@@ -76,58 +76,24 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     ``head``: in per-deal mode, keep the recorded wins of the first ``head`` deals of each
     standard cell, for the replay check.
     """
-    try:
-        results = validate.open_results(where)
-    except layout.ResultsError as error:
-        raise ReportError(str(error)) from None
+    results = _opened(where)
     location, run = results.location, results.run
-    mode = run.mode
-    if mode not in ("deals", "summary"):
-        raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
-    if results.unusable:  # run.json or the whole manifest: nothing in it can be trusted
-        raise ReportError(f"{where}: {results.unusable}")
-    if results.manifest_missing:
-        raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
     cells = run_cells(run)
-    hashes = results.hashes
-    schemas = files.expected_schemas(mode)
-    plan = results.plan
     committed = [results.entries[index] for index in sorted(results.entries)]
-
-    def verified(entry: dict) -> str | None:
-        return records.shard_problem(location, entry, plan[entry.index], hashes, schemas)
-
-    workers = workers or min(len(committed), os.cpu_count() or 1) or 1
-    decode_threads = workers < (os.cpu_count() or 1)  # else the shards read fill the cores
+    reader = _ShardReader(
+        results, cells, head, workers or min(len(committed), os.cpu_count() or 1) or 1
+    )
     head_won: dict[Cell, tuple[int, np.ndarray]] = {}
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            if mode == "summary":
-                problems_found = list(pool.map(verified, committed))
-                entries = [e for e, problem in zip(committed, problems_found) if not problem]
-                results_read = None
-            else:
-                # Each worker checks its shard, then counts it: sha256 and decoding side by side.
-                def verified_shard(entry):
-                    problem = verified(entry)
-                    if problem:
-                        return problem, None
-                    try:
-                        return None, _deal_shard(location, entry, cells, head, decode_threads)
-                    except (ValueError, pa.ArrowException) as error:
-                        return f"unreadable records: {error}", None
-
-                outcome = list(pool.map(verified_shard, committed))
-                problems_found = [problem for problem, _ in outcome]
-                entries = [e for e, (problem, _) in zip(committed, outcome) if not problem]
-                results_read = [result for problem, result in outcome if not problem]
+        problems_found, results_read = reader.read(committed)
+        entries = [e for e, problem in zip(committed, problems_found) if not problem]
         problems, not_read = _not_read(results, committed, problems_found, entries)
         if not entries:
             raise ReportError(
                 f"{where}: no committed shard verifies, nothing to report"
                 + (f" ({problems[0]})" if problems else "")
             )
-        if mode == "summary":
+        if run.mode == "summary":
             tables = _summed_summary(location, entries)
         else:
             tables, head_won = _summed_deals(results_read)
@@ -140,8 +106,72 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
             f"({first_line}); rerun the report once no run is writing there"
         ) from None
     return Loaded(
-        where, location, run, mode, cells, entries, problems, tables, head_won, not_read=not_read
+        where,
+        location,
+        run,
+        run.mode,
+        cells,
+        entries,
+        problems,
+        tables,
+        head_won,
+        not_read=not_read,
     )
+
+
+def _opened(where: str) -> validate.Results:
+    """The results directory, refused in one line where the report cannot read it."""
+    try:
+        results = validate.open_results(where)
+    except layout.ResultsError as error:
+        raise ReportError(str(error)) from None
+    mode = results.run.mode
+    if mode not in ("deals", "summary"):
+        raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
+    if results.unusable:  # run.json or the whole manifest: nothing in it can be trusted
+        raise ReportError(f"{where}: {results.unusable}")
+    if results.manifest_missing:
+        raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
+    return results
+
+
+class _ShardReader:
+    """The committed shards checked, and in per-deal mode counted, by a pool of threads:
+    sha256 and decoding side by side."""
+
+    def __init__(self, results: validate.Results, cells: list[Cell], head: int, workers: int):
+        self.results, self.cells, self.head, self.workers = results, cells, head, workers
+        self.schemas = files.expected_schemas(results.run.mode)
+        self.decode_threads = workers < (os.cpu_count() or 1)  # else the shards fill the cores
+
+    def verified(self, entry) -> str | None:
+        results = self.results
+        return records.shard_problem(
+            results.location, entry, results.plan[entry.index], results.hashes, self.schemas
+        )
+
+    def counted(self, entry) -> tuple[str | None, object]:
+        problem = self.verified(entry)
+        if problem:
+            return problem, None
+        try:
+            read = _deal_shard(
+                self.results.location, entry, self.cells, self.head, self.decode_threads
+            )
+            return None, read
+        except (ValueError, pa.ArrowException) as error:
+            return f"unreadable records: {error}", None
+
+    def read(self, committed: list) -> tuple[list[str | None], list | None]:
+        """Each shard's problem (None: it verifies), and in per-deal mode what was read of
+        the shards that verify."""
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            if self.results.run.mode == "summary":
+                return list(pool.map(self.verified, committed)), None
+            outcome = list(pool.map(self.counted, committed))
+        return [problem for problem, _ in outcome], [
+            read for problem, read in outcome if not problem
+        ]
 
 
 def _not_read(results: validate.Results, committed, found, entries) -> tuple[list[str], int]:

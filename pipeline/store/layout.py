@@ -10,6 +10,9 @@ error of a directory that is not one this run may use.
   ``manifest/shards-<first>-<last>.json``, written once, which the manifest then lists (path,
   bytes, sha256) in place of them: so each write of the manifest, and the driver's memory,
   stay the size of a page or two however many shards the sweep has.
+- ``run.log``: how each run played (threads while Ray started, pieces at the sweep's end,
+  Ray's own messages), appended run after run; only in a local directory (an object store
+  cannot append), and never read back.
 - ``report/``: what `clocksweep report` wrote; a run removes it when it commits a shard, or
   starts over (``--fresh``), since it no longer describes the results.
 - ``shards/``: one file per shard and table,
@@ -39,6 +42,7 @@ LOCK_FILE = ".lock"
 SHARDS_DIR = "shards"
 PARTIAL_DIR = f"{SHARDS_DIR}/.partial"  # files being written, or written and not yet committed
 REPORT_DIR = "report"
+LOG_FILE = "run.log"  # how each run played, appended (a local directory's only)
 DEALS_TABLE = "deals"
 FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts
 WINS_TABLE = "wins"  # a summary shard's wins, deal by deal: see records.wins

@@ -12,6 +12,7 @@ import pyarrow.fs as pafs
 
 from pipeline.store.layout import (
     LOCK_FILE,
+    LOG_FILE,
     MANIFEST_FILE,
     PAGE_FILE_NAME,
     PAGES_DIR,
@@ -30,7 +31,7 @@ from pipeline.store.layout import (
 from pipeline.store.location import Location, os_error_text
 
 # The names clocksweep keeps at the top of a results directory (cell groups' aside).
-TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR)
+TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR, LOG_FILE)
 
 
 class LocalStore(Location):

@@ -3,6 +3,7 @@ would not end by themselves."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -67,7 +68,9 @@ def start_or_join(config: SweepConfig, source: str | None, value: str, before_ex
         "address": value,
         "ignore_reinit_error": True,
         "log_to_driver": True,
-        "logging_level": "warning",
+        # Ray's logger keeps the handler `ray_logs_to` gives it (the run's log), not a
+        # terminal's that ray.init would add.
+        "configure_logging": False,
     }
     if value == "local":
         options["num_cpus"] = config.ray.get("num_cpus")
@@ -129,6 +132,37 @@ def cluster_record(kind: str) -> dict:
             for node in nodes
         ],
     }
+
+
+@contextmanager
+def ray_logs_to(write):
+    """Ray's own log records (the "ray" logger's: its start, its warnings) to ``write``, one
+    line each, in place of the terminal, while the context lasts."""
+    import logging
+
+    logger = logging.getLogger("ray")
+    forward = ForwardedLog(write)
+    kept, propagates = list(logger.handlers), logger.propagate
+    for handler in kept:
+        logger.removeHandler(handler)
+    logger.addHandler(forward)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(forward)
+        for handler in kept:
+            logger.addHandler(handler)
+        logger.propagate = propagates
+
+
+class ForwardedLog(logging.Handler):
+    def __init__(self, write):
+        super().__init__()
+        self.write = write
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.write(f"ray: {record.levelname.lower()}: {record.getMessage()}")
 
 
 def ray_address(config: SweepConfig, address: str | None) -> tuple[str | None, str]:

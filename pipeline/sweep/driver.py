@@ -13,11 +13,13 @@ wherever, and by whichever executor, they are made.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 from contextlib import ExitStack, nullcontext
 
+from pipeline.store.layout import LOG_FILE
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
 from pipeline.sweep.cleanup import after_play, clean_up, drop_beyond_stop, remove_partial_files
@@ -25,6 +27,7 @@ from pipeline.sweep.cluster import (
     connect,
     connect_seconds,
     deadline,
+    ray_logs_to,
     shut_down,
     starts_local,
 )
@@ -105,12 +108,14 @@ def run(
     stream=None,
     task=play_shard,
     executor=None,
+    verbose: bool = False,
 ) -> Outcome:
     """Run (or resume) a sweep into its results directory; gives what happened.
 
     ``task(job)`` is what a Ray task runs for each shard: `task.play_shard`, or a test's
     wrapper of it (one that stops or fails some attempts). ``executor``: the executor to play
-    on instead of the config's (a test's; no Ray is started).
+    on instead of the config's (a test's; no Ray is started). ``verbose``: how the sweep is
+    played (the run's log, RESULTS/run.log) said on ``stream`` too.
 
     User errors (another config's results in the directory, a directory that is not ours, a
     Ray address that does not answer) raise ConfigError or layout.ResultsError before
@@ -119,6 +124,7 @@ def run(
     clock = time.monotonic()
     connect_seconds()  # a malformed setting is named before anything else happens
     sweep = SweepRun(config, fresh, address, stream or sys.stderr, task, executor)
+    sweep.verbose = verbose
     return sweep.run(clock)
 
 
@@ -156,6 +162,7 @@ class SweepRun:
         self.signals, self.watchdog = ExitStack(), None
         # What a run's counts count: shards, or shards x cell groups.
         self.units, self.total, self.todo = "shards", self.shards.count, 0
+        self.verbose = False
 
     def run(self, clock: float) -> Outcome:
         self.lock = take_lock(self.location, self.config)
@@ -204,6 +211,12 @@ class SweepRun:
             outcome.skipped,
             sum(part.manifest.totals.deals for part in parts),
         )
+        self.progress.verbose = self.verbose
+        log_path = self.location.local_path(LOG_FILE)  # (a store cannot append)
+        if log_path is not None:
+            self.progress.open_log(
+                log_path, f"{self.config.source or 'a config'}: run, pid {os.getpid()}"
+            )
 
     def begin(self) -> None:
         """Ray started or joined, if the run plays on it: a local instance's first shards
@@ -236,6 +249,8 @@ class SweepRun:
         undo = None if lock is None else (lambda: lock.release(refused=True))
         if starts_local(self.config, self.address):
             self.watchdog = Watchdog.start()
+        # Ray's own messages (its start, its warnings) go to the run's log, not the terminal.
+        self.signals.enter_context(ray_logs_to(self.progress.log))
         self.started_ray, self.cluster = connect(self.config, self.address, undo)
         # (StoppedWhileStarting: a KeyboardInterrupt, the signal noted.) Ray sets its own
         # SIGTERM handler as it starts: ours again.
@@ -345,6 +360,8 @@ class SweepRun:
             if self.watchdog is not None:
                 self.watchdog.release(ended=True)
             self.signals.close()
+            if self.progress is not None:
+                self.progress.close_log()
 
     def totals(self, clock: float) -> Outcome:
         outcome = self.outcome

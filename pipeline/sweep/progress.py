@@ -116,6 +116,17 @@ class Progress:
             self.log_file.write(f"{stamp} {message}\n")
             self.log_file.flush()
 
+    def open_log(self, path: str, heading: str) -> None:
+        """Append the log's lines to the file at ``path``, after a line that says which run
+        they are of."""
+        self.log_file = open(path, "a", encoding="utf-8")
+        self.write_log(heading)
+
+    def close_log(self) -> None:
+        if self.log_file is not None:
+            self.log_file.close()
+            self.log_file = None
+
     def close(self) -> None:
         if self.line_open and self.bar is not None:
             self.bar.render_finish()  # the bar's line ended, the cursor shown again

@@ -290,7 +290,7 @@ class Scheduler:
             if len(bounds) == 1:
                 bounds = None
             elif not self.pieces_said:
-                self.progress.say(
+                self.progress.log(
                     f"the sweep's end: shards from {job.shard.index} on are played in up "
                     f"to {TAIL_PIECES} pieces each, across the workers"
                 )
@@ -309,7 +309,7 @@ class Scheduler:
             self.attempts[unit] = 1
             self.pending[unit] = early
         if early.started:
-            self.progress.say(
+            self.progress.log(
                 f"{early.started - len(held)} shard(s) played while Ray started"
                 + (f", {len(held)} more begun" if held else "")
             )
@@ -342,7 +342,7 @@ class Scheduler:
         job, played = partial.job, partial.played
         played_to, batches = played.batches[1], len(batch_starts(job))
         which = "batch 1" if played_to == 1 else f"batches 1-{played_to}"
-        self.progress.say(
+        self.progress.log(
             f"shard {unit.shard.index}: {which} of {batches} played here, the rest on Ray"
         )
         pieces = TAIL_PIECES if self.in_tail() else 1

@@ -73,13 +73,16 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
     config_file = tmp_path / "early.toml"
     config_file.write_text(CONFIG)
     marker = f"/tmp/csearly{os.getpid()}"
-    with_early = run_driver(config_file, tmp_path / "on", marker)
+    said = run_driver(config_file, tmp_path / "on", marker)
+    with_early = (tmp_path / "on" / "run.log").read_text()  # how it played: the run's log
+    assert PLAYED.search(said) is None, said  # ... not the user's terminal
     played = PLAYED.search(with_early)
     # On a busy machine the threads, at the lowest priority until Ray is up, may finish none
     # before Ray does; those they began they finish then (shards of one batch).
     begun = re.search(r", \d+ more begun", with_early)
     assert played and (int(played.group(1)) >= 1 or begun), with_early
-    without = run_driver(config_file, tmp_path / "off", marker, **{early.ENABLED_ENV: "0"})
+    run_driver(config_file, tmp_path / "off", marker, **{early.ENABLED_ENV: "0"})
+    without = (tmp_path / "off" / "run.log").read_text()
     assert PLAYED.search(without) is None, without
     assert sha256s(tmp_path / "on") == sha256s(tmp_path / "off")
     assert read_rows(tmp_path / "on" / "shards" / "deals").equals(kernel_rows(CONFIG))
@@ -353,10 +356,11 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
             time.sleep(0.01)
         assert killed is not None, "no piece was seen playing"
         os.kill(killed, signal.SIGKILL)
-        _, split = proc.communicate(timeout=240)
+        _, said = proc.communicate(timeout=240)
     finally:
         end_processes(marker, remove=True)
-    assert proc.returncode == 0, split
+    assert proc.returncode == 0, said
+    split = (tmp_path / "split" / "run.log").read_text()  # what it said, and how it played
     assert re.search(
         r", \d more begun\n.*shard \d+: (batch 1|batches 1-\d+) of 40 played here, the rest on Ray",
         split,

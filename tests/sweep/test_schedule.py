@@ -245,7 +245,9 @@ def test_the_sweeps_end_in_pieces_is_the_bytes_of_whole_units(tmp_path, monkeypa
     outcome, said = play(load(tmp_path), pieces)
     split = [key for key, bounds in pieces.submitted if bounds is not None]
     assert split and all(len(b) == schedule.TAIL_PIECES for k, b in pieces.submitted if b), said
-    assert f"the sweep's end: shards from {split[0][0]} on are played in up to" in said
+    logged = (tmp_path / "out" / "run.log").read_text()  # how it played: the run's log
+    assert f"the sweep's end: shards from {split[0][0]} on are played in up to" in logged
+    assert "the sweep's end" not in said
     assert files(tmp_path / "out") == files(tmp_path / "whole")
     assert outcome.played == whole.played == 6
 

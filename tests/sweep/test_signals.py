@@ -205,7 +205,8 @@ def test_the_driver_plays_no_further_past_a_stop_rules_prefix_while_ray_starts(t
     finally:
         end_processes(marker, remove=True)
     assert proc.returncode == 0, stderr
-    played = re.search(r"(\d+) shard\(s\) played while Ray started(?:, (\d+) more begun)?", stderr)
+    logged = (tmp_path / "out" / "run.log").read_text()  # how it played: the run's log
+    played = re.search(r"(\d+) shard\(s\) played while Ray started(?:, (\d+) more begun)?", logged)
     bound = sweep_driver.STOP_AHEAD * sweep_driver.in_flight_for(2)
     began = int(played.group(1)) + int(played.group(2) or 0) if played else 0
     assert began <= bound, stderr
