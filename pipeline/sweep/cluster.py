@@ -136,20 +136,27 @@ def cluster_record(kind: str) -> dict:
 
 @contextmanager
 def ray_logs_to(write):
-    """Ray's own log records (the "ray" logger's: its start, its warnings) to ``write``, one
-    line each, in place of the terminal, while the context lasts."""
-    import logging
+    """Ray's own log records (its start, its warnings) to ``write``, one line each, in place
+    of the terminal, while the context lasts.
+
+    ray.init leaves the "ray" logger with no handler and not propagating, so its records
+    (the token-auth warning among them) reach the logging module's handler of last resort,
+    which prints to stderr: that handler (`logging.lastResort`, public) is this one for the
+    run, as is the "ray" logger's own until ray.init clears it."""
+    import ray  # noqa: F401 (its import sets its logger's handler: this one goes in after)
 
     logger = logging.getLogger("ray")
     forward = ForwardedLog(write)
-    kept, propagates = list(logger.handlers), logger.propagate
+    kept, propagates, last_resort = list(logger.handlers), logger.propagate, logging.lastResort
     for handler in kept:
         logger.removeHandler(handler)
     logger.addHandler(forward)
     logger.propagate = False
+    logging.lastResort = forward
     try:
         yield
     finally:
+        logging.lastResort = last_resort
         logger.removeHandler(forward)
         for handler in kept:
             logger.addHandler(handler)

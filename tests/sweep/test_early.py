@@ -76,6 +76,9 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
     said = run_driver(config_file, tmp_path / "on", marker)
     with_early = (tmp_path / "on" / "run.log").read_text()  # how it played: the run's log
     assert PLAYED.search(said) is None, said  # ... not the user's terminal
+    # Ray's own messages too: its start (and, with token auth on, its warning) are logged.
+    assert "Started a local Ray instance" not in said and "Token authentication" not in said
+    assert "ray: info: Started a local Ray instance" in with_early, with_early
     played = PLAYED.search(with_early)
     # On a busy machine the threads, at the lowest priority until Ray is up, may finish none
     # before Ray does; those they began they finish then (shards of one batch).
