@@ -13,9 +13,10 @@ import os
 import sys
 import time
 
+import ray
 import ray.cloudpickle
 
-from pipeline.sweep.task import play_shard
+from pipeline.sweep.task import play_shard, write_shard
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -37,8 +38,13 @@ def pausing(seconds: float, directory: str):
         os.replace(path + ".tmp", path)
         time.sleep(seconds)
 
-    def task(job) -> dict:
-        return play_shard(job, after_batch=hold)
+    def task(job, after_batch=None) -> dict:  # ``after_batch``: the thread executor's
+        def then(job, start: int) -> None:
+            hold(job, start)
+            if after_batch is not None:
+                after_batch(job, start)
+
+        return played(job, after_batch=then)
 
     return task
 
@@ -46,12 +52,18 @@ def pausing(seconds: float, directory: str):
 def failing(index: int):
     """A task whose every attempt at shard ``index`` raises."""
 
-    def task(job) -> dict:
+    def task(job, after_batch=None) -> dict:
         if job.shard.index == index:
             raise RuntimeError(f"test hook: shard {index} fails")
-        return play_shard(job)
+        return played(job, after_batch)
 
     return task
+
+
+def played(job, after_batch=None):
+    """The production task: on a Ray worker `play_shard`, in a thread of the driver (the
+    thread executor) `write_shard`."""
+    return (play_shard if ray.is_initialized() else write_shard)(job, after_batch)
 
 
 def task_of(fault: str):

@@ -12,6 +12,7 @@ from pipeline.store.files import expected_schemas
 from pipeline.store.groups import recorded_groups
 from pipeline.store.layout import (
     DEALS_TABLE,
+    LOG_FILE,
     MANIFEST_FILE,
     PAGES_DIR,
     RUN_FILE,
@@ -67,11 +68,11 @@ def survey(
 
 def leftovers_only(location: Location) -> bool:
     """Whether all a directory holds is files of clocksweep's naming where it puts them
-    (shard files, pages, temporary files; no run.json, manifest or report): what a run
-    leaves whose records its store lost, and a rerun may take up (it removes them)."""
+    (shard files, pages, temporary files, the runs' log; no run.json, manifest or report):
+    what a run leaves whose records its store lost, and a rerun may take up (it removes them)."""
     found = survey(location, set())
     names = set(location.entries()) - set(found.stale)
-    return names <= {SHARDS_DIR, PAGES_DIR} and not found.foreign and not found.blocking
+    return names <= {SHARDS_DIR, PAGES_DIR, LOG_FILE} and not found.foreign and not found.blocking
 
 
 @dataclass

@@ -283,9 +283,9 @@ class SweepRun:
             self.log.finished("complete", self.stop_record())
             return
         if self.executor is None and not self.on_ray:
-            self.executor = ThreadExecutor(
-                threads_for(self.config.ray.get("num_cpus")), write_shard
-            )
+            # A test's task (faults.py) plays here too; the production one, as `write_shard`.
+            play = write_shard if self.task is play_shard else self.task
+            self.executor = ThreadExecutor(threads_for(self.config.ray.get("num_cpus")), play)
         if self.cluster is not None:
             where = f"{self.cluster['cpus']:.0f} CPUs, {len(self.cluster['nodes'])} node(s)"
         else:

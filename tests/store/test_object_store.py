@@ -321,13 +321,15 @@ def test_another_config_is_refused_and_fresh_replaces_it(s3, config_file, tmp_pa
 
 
 def paused_driver(config_file, uri: str, tmp_path, pause: float, ray_tmp: str, env=None):
-    """A driver process on one CPU of a Ray instance of its own (``ray_tmp``), whose tasks
-    pause ``pause`` s after their first batch, with the driver's lease."""
+    """A driver process playing on one thread of its own (the lease is what is tested, not
+    Ray: ``ray_tmp`` is where a Ray instance would be), whose shards pause ``pause`` s after
+    their first batch, with the driver's lease."""
     pids = tmp_path / "pids"
     pids.mkdir()
     return driver(
         config_file,
         uri,
+        "run.executor=threads",
         "ray.num_cpus=1",
         fault=f"pause={pause}:{pids}",
         env={"RAY_TMPDIR": ray_tmp, **(env or {}), **DRIVER_LEASE},
