@@ -212,8 +212,12 @@ class SweepRun:
             sum(part.manifest.totals.deals for part in parts),
         )
         self.progress.verbose = self.verbose
+
+    def open_log(self) -> None:
+        """The run's log, once the run writes to the directory (not before: a run refused
+        writes nothing)."""
         log_path = self.location.local_path(LOG_FILE)  # (a store cannot append)
-        if log_path is not None:
+        if log_path is not None and self.progress.log_file is None:
             self.progress.open_log(
                 log_path, f"{self.config.source or 'a config'}: run, pid {os.getpid()}"
             )
@@ -269,6 +273,7 @@ class SweepRun:
         self.log = RunLog.started(
             self.location, self.config, previous, cluster, self.todo, outcome.skipped, groups
         )
+        self.open_log()
         if state.stopping is not None:
             progress.target = state.stopping.status
             progress.still_needed = state.stopping.deals_still_needed

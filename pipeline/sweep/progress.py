@@ -40,6 +40,7 @@ class Progress:
         self.line_open = False
         self.verbose = False  # the log's lines on stderr too
         self.log_file = None  # an open text file the log's lines go to (`open_log`)
+        self.unlogged: list[str] = []  # lines said before the log was opened
         self.bar = None  # click's bar, drawn on a terminal from the first tick
         self.drawn_deals = 0  # deals the bar has been moved by
 
@@ -111,16 +112,27 @@ class Progress:
             self.write_log(message)
 
     def write_log(self, message: str) -> None:
-        if self.log_file is not None:
-            stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        if self.log_file is None:
+            self.unlogged.append(f"{stamp} {message}\n")
+            return
+        try:
             self.log_file.write(f"{stamp} {message}\n")
             self.log_file.flush()
+        except OSError:  # a full disk: the log is a record, not the run's work
+            self.close_log()
 
     def open_log(self, path: str, heading: str) -> None:
         """Append the log's lines to the file at ``path``, after a line that says which run
         they are of."""
-        self.log_file = open(path, "a", encoding="utf-8")
-        self.write_log(heading)
+        try:
+            self.log_file = open(path, "a", encoding="utf-8")
+        except OSError:  # a full disk, say: the run goes on, unlogged
+            return
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        lines, self.unlogged = self.unlogged, []
+        self.log_file.write(f"{stamp} {heading}\n" + "".join(lines))
+        self.log_file.flush()
 
     def close_log(self) -> None:
         if self.log_file is not None:

@@ -223,11 +223,8 @@ class Watched:
 
 
 def watched_driver(config_file, uri: str, ray_tmp: str, fault: str = "none", **env) -> Watched:
-    """A driver process playing on one thread of its own: the store is what is tested, not
-    Ray (``ray_tmp``: where a Ray instance would be)."""
     environment = {"RAY_TMPDIR": ray_tmp, CONNECT_SECONDS_ENV: CONNECT, **env}
-    sets = ("run.executor=threads", "ray.num_cpus=1")
-    return Watched(driver(config_file, uri, *sets, fault=fault, env=environment))
+    return Watched(driver(config_file, uri, "ray.num_cpus=1", fault=fault, env=environment))
 
 
 # --- A store that stops answering mid-run ----------------------------------------------

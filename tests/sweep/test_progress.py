@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import time
 
 import pytest
@@ -17,7 +18,14 @@ def terminal():
     """A pseudo-terminal: what the progress writes to its end, read back from the other."""
     reader, writer = os.openpty()
     stream = open(writer, "w", buffering=1)
-    yield stream, lambda: os.read(reader, 1 << 16).decode()
+
+    def screen() -> str:  # all that was written so far (a read may give only part of it)
+        seen = b""
+        while select.select([reader], [], [], 0.2)[0]:
+            seen += os.read(reader, 1 << 16)
+        return seen.decode()
+
+    yield stream, screen
     stream.close()
     os.close(reader)
 
