@@ -10,6 +10,7 @@ import json
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from helpers import config_file
 from rows import kernel_rows, sorted_rows
 
 import pipeline.api as clocksweep
@@ -32,9 +33,7 @@ pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray 
 
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("api-config") / "api.toml"
-    path.write_text(CONFIG)
-    return path
+    return config_file(tmp_path_factory.mktemp("api-config"), CONFIG, "api.toml")
 
 
 @pytest.fixture(scope="module")

@@ -112,12 +112,11 @@ class Progress:
             self.write_log(message)
 
     def write_log(self, message: str) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         if self.log_file is None:
-            self.unlogged.append(f"{stamp} {message}\n")
+            self.unlogged.append(stamped(message))
             return
         try:
-            self.log_file.write(f"{stamp} {message}\n")
+            self.log_file.write(stamped(message))
             self.log_file.flush()
         except OSError:  # a full disk: the log is a record, not the run's work
             self.close_log()
@@ -129,9 +128,8 @@ class Progress:
             self.log_file = open(path, "a", encoding="utf-8")
         except OSError:  # a full disk, say: the run goes on, unlogged
             return
-        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         lines, self.unlogged = self.unlogged, []
-        self.log_file.write(f"{stamp} {heading}\n" + "".join(lines))
+        self.log_file.write(stamped(heading) + "".join(lines))
         self.log_file.flush()
 
     def close_log(self) -> None:
@@ -146,6 +144,11 @@ class Progress:
             self.stream.write("\n")
         self.line_open = False
         self.stream.flush()
+
+
+def stamped(message: str) -> str:
+    """A line of the log: the time (UTC, to the millisecond), then the message."""
+    return f"{datetime.now(UTC).isoformat(timespec='milliseconds')} {message}\n"
 
 
 def format_rate(rate: float) -> str:
