@@ -42,11 +42,20 @@ LOGGING_MODULE = f"logging{os.sep}__init__.py"
 REDELIVER_SECONDS = 0.05
 
 
+# A fork runs the hooks registered for it (os.register_at_fork: filelock's, logging's) in the
+# parent: an exception raised there is not the caller's but "ignored", its traceback printed.
+FORKING = ("fork", "_execute_child")  # in a function's name: at or around a fork
+
+
 def in_unsafe_code(frame) -> bool:
-    """Whether ``frame``, or a frame it was called from, runs importlib's or logging's code."""
+    """Whether ``frame``, or a frame it was called from, runs importlib's or logging's code,
+    or a fork's (its hooks, or subprocess starting a child)."""
     while frame is not None:
-        name = frame.f_code.co_filename
+        code = frame.f_code
+        name = code.co_filename
         if name.startswith(IMPORT_MACHINERY) or name.endswith(LOGGING_MODULE):
+            return True
+        if any(word in code.co_name for word in FORKING):
             return True
         frame = frame.f_back
     return False

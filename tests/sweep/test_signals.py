@@ -212,3 +212,25 @@ def test_the_driver_plays_no_further_past_a_stop_rules_prefix_while_ray_starts(t
     assert began <= bound, stderr
     stopped = re.search(r"stopped after shard (\d+)", stderr)
     assert stopped is not None and int(stopped.group(1)) < 200 - bound, stderr
+
+
+def test_a_signal_in_a_hook_the_parent_runs_after_a_child_is_made_waits():
+    """A fork's hooks (os.register_at_fork: filelock's `_resume_parent_after_fork`, in Ray's
+    start) run in the parent, where an exception is "ignored" with its traceback printed: a
+    signal found in one waits. Hooks are known by name, as the libraries name them."""
+    import sys
+
+    from pipeline.sweep.signals import in_unsafe_code
+
+    seen = []
+
+    def resume_parent_after_fork() -> None:
+        seen.append(in_unsafe_code(sys._getframe()))
+
+    os.register_at_fork(after_in_parent=resume_parent_after_fork)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert seen == [True], seen
+    assert not in_unsafe_code(sys._getframe())  # a test's own frame is not
