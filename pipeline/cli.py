@@ -161,14 +161,19 @@ def cli():
 
 def main(argv: list[str] | None = None, **options) -> None:
     """The `clocksweep` command, as installed (``options`` as click's ``main`` takes them)."""
-    from pipeline.sweep.signals import end_by_deadline
+    from pipeline.sweep.signals import end_by_deadline, end_if_threads_left
 
     # A process's exit collects the garbage of every module it imported (Ray's, numba's,
     # pyarrow's) before it frees them, and the user waits for it. Nothing left by then
     # needs a finalizer run (files are closed, Ray stopped), so all is frozen out of it.
     atexit.register(gc.freeze)
     end_by_deadline()  # a signal stops what the command does, and ends it within seconds
-    cli.main(argv, prog_name="clocksweep", **options)
+    try:
+        cli.main(argv, prog_name="clocksweep", **options)
+    except SystemExit as done:
+        end_if_threads_left(done.code)
+        raise
+    end_if_threads_left(0)
 
 
 @cli.command()

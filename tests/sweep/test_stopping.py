@@ -46,8 +46,10 @@ def write(tmp_path: Path, body: str, name: str = "stops.toml") -> tuple[Path, Pa
     return path, out
 
 
-def run(*args: str):
-    return CliRunner().invoke(cli, ["run", *map(str, args)])
+def run(*args: str, executor: str = "threads"):
+    """`clocksweep run ARGS` in this process: on the thread executor (stop rules, not Ray,
+    are what is tested), or on the module's local Ray instance (``executor="ray"``)."""
+    return CliRunner().invoke(cli, ["run", *map(str, args), f"--set=run.executor={executor}"])
 
 
 # --- Bad rules ----------------------------------------------------------------------------
@@ -143,10 +145,10 @@ def on_disk(out: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory, local_ray) -> tuple[Path, Path, dict]:
+def two_workers(tmp_path_factory) -> tuple[Path, Path, dict]:
     """The rule run in this process, on the module's local Ray instance of two CPUs."""
     path, out = write(tmp_path_factory.mktemp("two"), BASE + RULE)
-    result = run(path)
+    result = run(path, executor="ray")
     assert result.exit_code == 0, result.output
     (out.parent / "stderr.txt").write_text(result.stderr)
     return path, out, json.loads((out / "run.json").read_text())["stop"]
@@ -192,6 +194,7 @@ def test_one_worker_and_a_killed_driver_stop_at_the_same_deal(two_workers, tmp_p
             path,
             out,
             "ray.num_cpus=1",
+            "run.executor=threads",  # the stop rule, not Ray, is what is tested
             fault=f"pause=0.3:{pids}",
             env={"RAY_TMPDIR": ray_tmp},
         )
@@ -203,7 +206,7 @@ def test_one_worker_and_a_killed_driver_stop_at_the_same_deal(two_workers, tmp_p
         end_processes(ray_tmp, remove=True)
     assert len(manifest_entries(out)) <= stop["stopped_at_shard"]
 
-    resumed = driver(path, out, "ray.num_cpus=1", env={"RAY_TMPDIR": ray_tmp})
+    resumed = driver(path, out, "ray.num_cpus=1", "run.executor=threads")
     try:
         _, stderr = resumed.communicate(timeout=300)
     finally:
@@ -236,7 +239,7 @@ def test_the_report_says_how_the_run_stopped(two_workers, tmp_path):
     assert "## How the run stopped" in text and "anytime-valid 95%" in text
 
 
-def test_an_unmet_rule_plays_every_deal_and_says_how_far_it_was(tmp_path, local_ray):
+def test_an_unmet_rule_plays_every_deal_and_says_how_far_it_was(tmp_path):
     body = BASE.replace("deals = 120000", "deals = 4000") + RULE.replace("0.015", "0.002")
     path, out = write(tmp_path, body)
     result = run(path)
@@ -280,7 +283,7 @@ def inodes(out: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def test_more_deals_play_only_the_new_shards(tmp_path, local_ray):
+def test_more_deals_play_only_the_new_shards(tmp_path):
     body = BASE.replace("deals = 120000", "deals = 2500")
     path, out = write(tmp_path, body)
     assert run(path).exit_code == 0
@@ -345,7 +348,7 @@ def test_a_tighter_rule_grows_a_stopped_sweep_and_a_looser_one_cuts_it(
 
 
 def test_a_rule_added_to_a_sweep_played_without_one_reads_its_tallies(
-    two_workers, tmp_path, local_ray, monkeypatch
+    two_workers, tmp_path, monkeypatch
 ):
     """Five shards past the point, with the manifest in pages of 4: pages past the point, and
     (but when the point ends a page) one it falls inside, are opened and cut."""
@@ -384,7 +387,7 @@ claims = "decided"
 """
 
 
-def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path, local_ray):
+def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path):
     path, out = write(tmp_path, CLAIMS)
     result = run(path)
     assert result.exit_code == 0, result.output
@@ -534,7 +537,7 @@ def test_the_deals_a_rule_still_needs_stay_a_count_however_narrow_its_half_width
         assert json.loads(json.dumps(record))["deals_still_needed"] == needed
 
 
-def test_a_looser_rule_that_cuts_a_page_says_so(tmp_path, local_ray, monkeypatch):
+def test_a_looser_rule_that_cuts_a_page_says_so(tmp_path, monkeypatch):
     """Ten shards, in pages of four (0-3, 4-7; 8 and 9 in the manifest): a rule that holds at
     shard 5 cuts page 4-7. Its file goes with the shards past the stop, and the run says so;
     it is no file of an earlier run that no committed shard lists."""
