@@ -427,7 +427,7 @@ def test_a_rerun_at_once_takes_the_lease_of_a_driver_killed_on_this_host(
     assert (held["pid"], held["host"]) == (first.pid, socket.gethostname())
 
     monkeypatch.setenv(store_lease.LEASE_ENV, "60")  # far from stale: only its holder's end
-    resumed = sweep(config_file, uri)
+    resumed = sweep(config_file, uri, "--set=run.lease_wait=0")  # no wait: taken at once
     assert resumed.exit_code == 0, resumed.output
     assert f"{committed} already committed" in resumed.stderr
     statuses = [r["status"] for r in json.loads(s3.read(f"{prefix}/run.json"))["runs"]]
