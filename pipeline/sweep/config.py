@@ -19,6 +19,8 @@ A config names a sweep and says which deals to play under which rules:
 
     [run]                         # optional
     executor = "ray"              # "ray" (default) or "threads": this process's threads, no Ray
+    lease_wait = 30               # seconds to wait for an S3 output another run holds to be
+                                  # free (default: the lease's time; 0: refuse at once)
 
     [ray]                         # optional
     address = "127.0.0.1:6379"    # an existing cluster (default: a local instance)
@@ -61,6 +63,7 @@ URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_SHARD_SIZE = 1_000_000
 DEFAULT_MAX_RETRIES = 3
+MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistake
 
 # The grid's axes: the rules' own tuples of names, and what an absent axis means.
 GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_DEFAULTS.items()}
@@ -111,6 +114,11 @@ TABLE_KEYS = {
     },
     "run": {
         "executor": (STR, f"one of {', '.join(EXECUTORS)}"),
+        "lease_wait": (
+            FLOAT,
+            f"seconds to wait for an S3 output held by another run's lease to be free, from 0 "
+            f"(refuse at once) to {MAX_LEASE_WAIT:.0f}",
+        ),
     },
 }
 REQUIRED = ("name", "seed", "deals")
@@ -157,6 +165,9 @@ class SweepConfig:
     source: str = ""
     stop: StopRule | None = None
     executor: str = EXECUTORS[0]
+    # Seconds a run waits for its S3 output's lease, held by another run, to lapse (None:
+    # the lease's own time, `store.lease.lease_seconds`).
+    lease_wait: float | None = None
 
     @property
     def max_retries(self) -> int:
@@ -179,9 +190,18 @@ class SweepConfig:
             "grid": {axis: list(values) for axis, values in self.grid.items()},
             "ray": dict(self.ray),
             **({"stop": self.stop.to_json()} if self.stop else {}),
-            # Recorded where it is not the default, so that a record of Ray is as it was.
-            **({"run": {"executor": self.executor}} if self.executor != EXECUTORS[0] else {}),
+            # Recorded where not the default, so that a record of Ray is as it was.
+            **({"run": self.run_options()} if self.run_options() else {}),
         }
+
+    def run_options(self) -> dict:
+        """The ``[run]`` table's keys that are not their defaults."""
+        options: dict = {}
+        if self.executor != EXECUTORS[0]:
+            options["executor"] = self.executor
+        if self.lease_wait is not None:
+            options["lease_wait"] = self.lease_wait
+        return options
 
     def identity(self) -> dict:
         """What decides the results, and nothing else: the content the config hash covers."""
@@ -313,6 +333,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     stop = checked_stop(raw.get("stop"), deals, cells)
     ray.update(checked_ray_counts(ray_raw))
     executor = checked_executor(raw.get("run", {}))
+    lease_wait = checked_lease_wait(raw.get("run", {}))
     return SweepConfig(
         name=name,
         seed=seed,
@@ -327,6 +348,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         source=source,
         stop=stop,
         executor=executor,
+        lease_wait=lease_wait,
     )
 
 
@@ -358,13 +380,20 @@ def checked_executor(run_raw: dict) -> str:
     return executor
 
 
-def checked_float(raw, key, low, high, key_name) -> float:
-    """``raw[key]``, a number strictly between ``low`` and ``high`` (a TOML float or integer)."""
+def checked_lease_wait(run_raw: dict) -> float | None:
+    if "lease_wait" not in run_raw:
+        return None
+    return checked_float(run_raw, "lease_wait", 0, MAX_LEASE_WAIT, "run.lease_wait", closed=True)
+
+
+def checked_float(raw, key, low, high, key_name, closed: bool = False) -> float:
+    """``raw[key]``, a number strictly between ``low`` and ``high`` (``closed``: or either of
+    them), a TOML float or integer."""
     allowed = kind_of(key_name)[1]
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
-    if not low < value < high:  # also refuses nan
+    if not (low <= value <= high if closed else low < value < high):  # also refuses nan
         raise ConfigError(f"{key_name}: {value} is out of range; expected {allowed}")
     return float(value)
 
