@@ -2,9 +2,9 @@
 process on loopback, reached directly or through a TCP proxy on loopback that the tests tell
 to stop forwarding, to refuse every request for a moment, or to act as a given request
 reaches the store (`proxy.Proxy`). A run that may hang is a driver in a process of its own,
-with its own Ray, watched from outside (and ended, if it hangs); the rest run in this process,
-on the module's Ray instance; validate and report, where they may hang, in processes of their
-own.
+watched from outside (and ended, if it hangs); the rest run in this process; validate and
+report, where they may hang, in processes of their own. Every run plays on the thread
+executor: the store's faults, not Ray, are what is tested.
 
 - a store that stops answering mid-run: the run stops in one line (exit 1) soon after the
   lease is lost, not at a commit that never comes;
@@ -56,6 +56,8 @@ shard_size = {SHARD}
 [grid]
 variant = ["standard", "watch"]
 strategy = ["most"]
+[run]
+executor = "threads"
 """
 
 
@@ -78,8 +80,7 @@ def s3():
         yield store
 
 
-pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, then Ray
-FRESH_RAY = True  # its workers must see the server's credentials
+pytestmark = pytest.mark.usefixtures("s3")
 
 
 @pytest.fixture
@@ -91,9 +92,7 @@ def proxy(s3):
 
 def watched_driver(config_file, uri: str, ray_tmp: str, fault: str = "none", **env) -> Watched:
     environment = {"RAY_TMPDIR": ray_tmp, CONNECT_SECONDS_ENV: CONNECT, **env}
-    # The store's faults, not Ray, are what is tested: a thread of the driver plays.
-    sets = ("ray.num_cpus=1", "run.executor=threads")
-    return Watched(driver(config_file, uri, *sets, fault=fault, env=environment))
+    return Watched(driver(config_file, uri, "ray.num_cpus=1", fault=fault, env=environment))
 
 
 # --- A store that stops answering mid-run ----------------------------------------------
