@@ -43,14 +43,19 @@ def fitted_batch(cells: list, kernel, batch_seconds: float = 0.05) -> int:
 
 
 def rounds_of(measured: dict[str, list], rounds: int, kernel) -> dict[str, dict]:
-    """Each measurement's rates (CPU and wall) in each round, the measurements in turn."""
+    """Each measurement's rates (CPU and wall) in each round, the measurements in turn; each
+    plays into one results array, as a sweep's task does."""
     batches = {name: fitted_batch(cells, kernel) for name, cells in measured.items()}
+    results = {
+        name: np.zeros((len(kernel.RESULT_ROWS), len(cells), batches[name]), dtype=np.int8)
+        for name, cells in measured.items()
+    }
     rates = {name: {"cpu": [], "wall": []} for name in measured}
     first = 0
     for _ in range(rounds):
         for name, cells in measured.items():
             cpu, wall = time.thread_time(), time.perf_counter()
-            kernel.play(1, first, batches[name], cells)
+            kernel.play(1, first, batches[name], cells, results[name])
             rates[name]["cpu"].append(batches[name] / (time.thread_time() - cpu))
             rates[name]["wall"].append(batches[name] / (time.perf_counter() - wall))
         first += max(batches.values())
