@@ -17,6 +17,7 @@ from processes import end_processes
 from rows import manifest_entries
 
 from pipeline.cli import cli
+from pipeline.report.claims import rule_pages
 from pipeline.store.records import PAGE_ENV
 from pipeline.sweep import driver as sweep_driver
 
@@ -447,9 +448,19 @@ def test_a_claim_over_some_strategies_is_decided_only_as_they_can_decide_it():
     from pipeline.engine.rules import Cell
     from pipeline.sweep.stopping import claim_checks
 
+    class Fixed:  # evidence that gives every read one interval, the rates as listed
+        def __init__(self, interval):
+            self.fixed = interval
+
+        def rate(self, cell):
+            return -rules.COUNT_STRATEGIES.index(cell.strategy)
+
+        def interval(self, read):
+            return self.fixed
+
     def check_of(cells, claim):
-        (check,) = [check for check in claim_checks(cells) if check.id == claim]
-        return lambda interval: check.declaration.verdict(interval, len(cells))
+        (check,) = [check for check in claim_checks(cells, rule_pages()) if check.id == claim]
+        return lambda interval: check.claim.decide_among(check.candidates, Fixed(interval)).verdict
 
     two = check_of(
         [Cell("watch", "clockwise"), Cell("watch", "random")], "pick_makes_no_difference"
@@ -475,7 +486,7 @@ def test_the_rule_decides_the_claims_on_the_cells_the_report_reads():
     from pipeline.sweep.stopping import claim_checks
 
     cells = [Cell("play_out", order="round-robin"), Cell("play_out", order="packets")]
-    checks = {check.id: check for check in claim_checks(cells)}
+    checks = {check.id: check for check in claim_checks(cells, rule_pages())}
     assert set(checks) == {"one_in_13", "deal_order_no_change"}
     assert list(checks["one_in_13"].rates) == [cells[0]]
     assert list(checks["deal_order_no_change"].pairs) == [tuple(cells)]
@@ -496,7 +507,7 @@ def test_no_difference_between_picks_is_read_on_the_best_and_the_worst():
     for a, b in tally_pairs(cells):
         gap = won[a] - won[b]
         lone.append([max(gap, 0) + 1_000, max(-gap, 0) + 1_000])
-    stopping = Stopping(StopRule(claims="decided"), cells, 10**6)
+    stopping = Stopping(StopRule(claims="decided", claim_set=rule_pages()), cells, 10**6)
     assert stopping.add(100_000, won, lone)
     (target,) = [t for t in stopping.targets() if t.claim == "pick_makes_no_difference"]
     best, worst = Cell("watch", "most").label, Cell("watch", "fewest").label
