@@ -71,6 +71,17 @@ SHARE_ONLY, DIFFERENCE_ONLY = ("never", "always"), ("no_difference",)
 MAX_CARDS = rules.N_CARDS + 1  # a rescued win under one_swap or exchange turns 53
 
 
+def toml_table(axes: dict) -> str:
+    """A table of axes as a claims file writes it: { order = "packets", strategy = "most" }."""
+
+    def value(names):
+        return (
+            f'"{names[0]}"' if len(names) == 1 else "[" + ", ".join(f'"{n}"' for n in names) + "]"
+        )
+
+    return "{ " + ", ".join(f"{axis} = {value(names)}" for axis, names in axes.items()) + " }"
+
+
 class ClaimFileError(ValueError):
     """A claims file that cannot be read; the message is one line naming what and why."""
 
@@ -330,7 +341,7 @@ class _Reader:
         ):
             return
         raise self.fail(
-            f"a, b: {a} and {b} are not played on the same deals; cells on different deal "
+            f"a, b: {toml_table(a)} and {toml_table(b)} are not played on the same deals; cells on different deal "
             "orders are paired only when a and b differ in the order alone "
             '(a = { order = "round-robin" }, b = { order = "packets" })'
         )
@@ -386,7 +397,16 @@ class _Reader:
 
     def assertion(self, measure):
         raw = self.table["asserts"]
-        named = [key for key in raw if key in ASSERTION_KEYS] if isinstance(raw, dict) else []
+        if not isinstance(raw, dict):
+            raw = {}
+        named = [key for key in raw if key in ASSERTION_KEYS]
+        modifiers = sorted({key for keys in ASSERTION_KEYS.values() for key in keys})
+        unknown = [k for k in raw if k not in ASSERTION_KEYS and k not in modifiers]
+        if unknown:
+            raise self.fail(
+                f"asserts.{unknown[0]}: unknown; allowed: {', '.join(ASSERTION_KEYS)} (with "
+                f"{', '.join(modifiers)})"
+            )
         if len(named) != 1:
             raise self.fail(
                 "asserts: expected a table with one of: "

@@ -1,4 +1,6 @@
-"""Unit tests of the claims' verdict rules (pipeline/report/claims.py) on made-up figures.
+"""Unit tests of the claims' measures and verdict rules (pipeline/inference/claims.py, as
+pipeline/report/claims.py evaluates them) on made-up figures: the rule pages' eleven, read
+from the shipped claims file, and claims of one's own written as a user writes them.
 
 `FakeFigures` implements `claims.ClaimFigures` from numbers written here: no Ray, no files,
 no kernel. Every expected verdict follows from the claim's ``rule`` text and the numbers
@@ -18,10 +20,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pipeline.engine import odds
 from pipeline.engine.rules import COUNT_STRATEGIES, Cell
+from pipeline.inference import claim_file, stats
 from pipeline.inference import claims as verdicts
-from pipeline.inference import stats
-from pipeline.inference.claims import CONFIRMED, INCONCLUSIVE, NOT_MEASURED, REFUTED, Value
+from pipeline.inference.claims import CONFIRMED, INCONCLUSIVE, NOT_MEASURED, REFUTED, Claim, Value
 from pipeline.records import summary
 from pipeline.report import claims, document
 
@@ -1244,3 +1247,100 @@ def test_the_fake_and_the_report_figures_provide_the_interface():
     figures = document.Figures(loaded, None, "no replay (--replay 0)")
     assert isinstance(figures, claims.ClaimFigures)
     assert all(not_measured(claim) for claim in claims.assess(figures))
+
+
+# --- Claims of one's own: the vocabulary beyond the rule pages' use of it ---------------------
+
+
+def own(measure_lines: str, asserts: str, cells: str = '{ variant = "standard" }') -> Claim:
+    """A claim as a user writes one (`claim_file.parse`)."""
+    text = (
+        f'[[claim]]\nid = "mine"\nsays = "s"\nsource = {{ title = "t" }}\n{measure_lines}\n'
+        f"cells = {cells}\nasserts = {asserts}\n"
+    )
+    (claim,) = claim_file.parse(text, "mine.toml")
+    return claim
+
+
+@pytest.mark.parametrize(
+    "asserts, verdict",
+    [
+        # Wilson [0.0742, 0.0797] of 7692 / 100,000 (as for one_in_13; checked below).
+        ("{ between = [0.07, 0.08] }", CONFIRMED),  # inside 7% to 8%
+        ("{ between = [0.075, 0.08] }", INCONCLUSIVE),  # reaches below 7.5%
+        ("{ between = [0.08, 0.09] }", REFUTED),  # wholly below 8%
+        ("{ at_most = 0.0797 }", INCONCLUSIVE),  # its upper end is above 0.0797
+        ("{ at_most = 0.08 }", CONFIRMED),
+        ("{ at_least = 0.08 }", REFUTED),
+        ('{ equals = "1/13", tolerance = 0.001 }', INCONCLUSIVE),  # half-width 0.0028 > 0.001
+        ("{ equals = 0.0769 }", CONFIRMED),
+    ],
+)
+def test_own_win_rate_claims(asserts, verdict):
+    low, high = wilson(7692, 100_000)
+    assert 0.0797 < high < 0.08 and 0.0741 < low < 0.075 and (high - low) / 2 > 0.001
+    claim = claims.check(
+        own('measure = "win_rate"', asserts), FakeFigures({STANDARD: (100_000, 7692)})
+    )
+    assert claim.verdict == verdict and claim.interval == (low, high)
+    assert claim.record()["source"] == '"t"' and claim.record()["sources"] == [
+        {"title": "t", "url": None}
+    ]
+
+
+@pytest.mark.parametrize("wins, verdict", [(0, CONFIRMED), (1, REFUTED)])
+def test_own_never_claim_counts_on_the_exact_interval(wins, verdict):
+    claim = own('measure = "win_rate"', "{ never = true, chances = 1000 }")
+    checked = claims.check(claim, FakeFigures({STANDARD: (1000, wins)}))
+    assert checked.verdict == verdict and checked.interval == clopper_pearson(wins, 1000)
+    # Fewer chances than asked: none seen decides nothing.
+    checked = claims.check(claim, FakeFigures({STANDARD: (999, 0)}))
+    assert checked.verdict == INCONCLUSIVE
+
+
+def test_own_difference_of_the_worst_and_its_withholding():
+    # most minus the worst of clockwise and fewest: fewest (400) is worse than clockwise (500).
+    claim = own(
+        'measure = "difference"\na = { strategy = "most" }\nb = { strategy = ["clockwise", "fewest"] }\npick = "worst"',
+        "{ at_most = 0.1 }",
+        '{ variant = "watch" }',
+    )
+    table = (350, 250, 50, 350)  # most 600 vs fewest 400: Newcombe [0.146, 0.252]
+    figures = FakeFigures(
+        {MOST: (1000, 600), CLOCKWISE: (1000, 500), FEWEST: (1000, 400)},
+        pairs={(MOST, FEWEST): table},
+    )
+    checked = claims.check(claim, figures)
+    assert checked.verdict == REFUTED and checked.interval == newcombe(*table)
+    assert checked.basis == f"cells {MOST.label} and {FEWEST.label}, paired deal by deal"
+    # Without clockwise the worst could only be worse: "refuted" (the lower end above 0.1)
+    # stands; with fewest missing, most minus clockwise would be read instead.
+    figures = FakeFigures({MOST: (1000, 600), FEWEST: (1000, 400)}, pairs={(MOST, FEWEST): table})
+    assert claims.check(claim, figures).verdict == REFUTED
+
+
+def test_own_claim_on_cells_the_sweep_lacks_is_not_measured():
+    claim = own(
+        'measure = "win_rate"',
+        "{ above = 0.5 }",
+        '{ variant = "exchange", strategy = "oracle", depth = "top" }',
+    )
+    checked = claims.check(claim, FakeFigures({STANDARD: (1000, 77)}))
+    assert checked.verdict == NOT_MEASURED and checked.figure is None
+    assert checked.needs == "a cell of exchange oracle depth=top"
+
+
+def test_own_down_at_stop_claim_on_standard_play():
+    # Standard play wins only with nothing left face down: among 0..2 down, the exact value
+    # is P(0 down) / P(0..2 down) by the law of down_at_stop.
+    claim = own(
+        'measure = "win_rate_where"\nfact = "down_at_stop"\nrange = [0, 2]', "{ above = 0.5 }"
+    )
+    figures = FakeFigures(
+        {STANDARD: (9000, 700)}, down={STANDARD: {0: (700, 700), 1: (300, 0), 5: (8000, 0)}}
+    )
+    checked = claims.check(claim, figures)
+    law = odds.down_at_stop_law()
+    assert checked.exact == odds.fraction_text(law[0] / (law[0] + law[1] + law[2]))
+    assert checked.figure == 0.7 and checked.verdict == CONFIRMED  # Wilson [0.649, 0.747]
+    assert wilson(700, 1000)[0] > 0.5

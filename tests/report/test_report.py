@@ -502,3 +502,40 @@ def test_claims_name_their_source_by_title(deals_report):
     assert '"Clock Patience"' in text
     assert "SPEC" not in text and "seeds/" not in text and ".txt" not in text
     assert "seeds/" not in json.dumps(deals_report.document["claims"])
+
+
+def test_cli_report_checks_claims_files(both_modes, tmp_path):
+    """--claims: the example file's claims, beside the rule pages' when both are named; a
+    claims file with a mistake is refused in one line before anything is read or written."""
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "claims-from-the-web.toml")
+    out = tmp_path / "web"
+    args = ["report", str(both_modes[1]), "--replay", "0", "--no-plots", "--out", str(out)]
+    result = CliRunner().invoke(cli, [*args, "--claims", example, "--json"])
+    assert result.exit_code == 0, result.output
+    checked = {c["id"]: c for c in json.loads(result.output)["claims"]}
+    assert "one_in_13" not in checked
+    watch = checked["watch_roughly_25_to_30"]
+    # Watch with a random pick on 3900 deals against 25% to 30%, by the interval measured.
+    low, high = watch["interval"]
+    inside, outside = 0.25 <= low and high <= 0.30, low > 0.30 or high < 0.25
+    expected = "refuted" if outside else "confirmed" if inside else "inconclusive"
+    assert watch["verdict"] == expected and watch["basis"].startswith("cell watch random")
+    assert watch["sources"] == [{"title": "a Clock solitaire strategy page", "url": None}]
+    wikipedia = checked["wikipedia_1_in_13"]
+    assert wikipedia["source"].startswith('"Clock Patience (Wikipedia)" (https://')
+    result = CliRunner().invoke(
+        cli, [*args, "--claims", "rule-pages", "--claims", example, "--json"]
+    )
+    ids = [c["id"] for c in json.loads(result.output)["claims"]]
+    assert ids[: len(CLAIM_IDS)] == CLAIM_IDS and len(ids) > len(CLAIM_IDS)
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(Path(example).read_text().replace('"win_rate"', '"winrate"', 1))
+    elsewhere = tmp_path / "not-written"
+    result = CliRunner().invoke(
+        cli, ["report", str(both_modes[1]), "--out", str(elsewhere), "--claims", str(bad)]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "claim 'watch_roughly_25_to_30': measure: 'winrate'" in lines[0]
+    assert not elsewhere.exists()

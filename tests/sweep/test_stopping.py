@@ -75,6 +75,14 @@ def run(*args: str):
         ),
         ("[stop]\nwin_rate = 0.01\nconfidence = 1.5\n", ["stop.confidence: 1.5 is out of range"]),
         ("stop = 3\n", ["stop: expected a table [stop]"]),
+        (
+            "[stop]\nwin_rate = 0.01\nclaims_file = 'mine.toml'\n",
+            ["stop.claims_file: the rule reads it only for stop.claims = 'decided'"],
+        ),
+        (
+            "[stop]\nclaims = 'decided'\nclaims_file = 'nowhere.toml'\n",
+            ["stop.claims_file: nowhere.toml: cannot read"],
+        ),
     ],
 )
 def test_bad_rules_are_refused_in_one_line(tmp_path, rule, words):
@@ -414,6 +422,75 @@ def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path,
     fixed = {c["id"]: c["verdict"] for c in document["claims"]}
     for claim, verdict in verdicts.items():  # the fixed-n verdict, narrower, agrees
         assert fixed[claim] == verdict, (claim, verdict, fixed[claim])
+
+
+# A user's claims: two a stop rule decides on the cells below (a win rate refuted, one
+# confirmed), one it leaves to the report (deal facts), one no cell answers (no watch cell).
+USERS_CLAIMS = """
+[[claim]]
+id = "one_swap_25_to_30"
+says = "With one swap, win rates climb to roughly 25-30%"
+source = { title = "a page" }
+measure = "win_rate"
+cells = { variant = "one_swap", strategy = "most" }
+asserts = { between = [0.25, 0.30] }
+
+[[claim]]
+id = "about_one_in_13"
+says = "About one deal in 13"
+source = { title = "a page", url = "https://example.org/clock" }
+measure = "win_rate"
+cells = { variant = "standard" }
+asserts = { equals = "1/13", tolerance = 0.02 }
+
+[[claim]]
+id = "no_king_no_win"
+says = "No king at an hour pile's bottom, no win"
+source = { title = "a page" }
+measure = "win_rate_where"
+cells = { variant = "standard" }
+fact = "kings_at_bottom"
+range = [0, 0]
+asserts = { never = true, chances = 100 }
+
+[[claim]]
+id = "watch_a_third"
+says = "Watch wins a third of its deals"
+source = { title = "a page" }
+measure = "win_rate"
+cells = { variant = "watch", strategy = "random" }
+asserts = { equals = "1/3" }
+"""
+
+
+def test_a_stop_rule_decides_a_users_claims_file(tmp_path):
+    """The rule decides the claims of the user's file that the cells' tallies answer, and
+    the report, reading the same file, gives the same verdicts on fixed-n intervals."""
+    (tmp_path / "mine.toml").write_text(USERS_CLAIMS)
+    rule = f'[stop]\nclaims = "decided"\nclaims_file = "{tmp_path / "mine.toml"}"\n'
+    path, out = write(tmp_path, BASE + '[run]\nexecutor = "threads"\n' + rule)
+    result = run(path)
+    assert result.exit_code == 0, result.output
+    stop = json.loads((out / "run.json").read_text())["stop"]
+    assert stop["met"] and stop["deals"] < 120_000, stop
+    assert stop["rule"]["claims_file"] == str(tmp_path / "mine.toml")
+    verdicts = {t["claim"]: t["verdict"] for t in stop["targets"] if t["kind"] == "claim"}
+    assert verdicts == {"one_swap_25_to_30": "refuted", "about_one_in_13": "confirmed"}
+
+    mine = str(tmp_path / "mine.toml")
+    report = CliRunner().invoke(
+        cli, ["report", str(out), "--out", str(tmp_path / "rep"), "--no-plots", "--claims", mine]
+    )
+    assert report.exit_code == 0, report.output
+    document = json.loads((tmp_path / "rep" / "report.json").read_text())
+    fixed = {c["id"]: c for c in document["claims"]}
+    for claim, verdict in verdicts.items():  # the fixed-n verdict, narrower, agrees
+        assert fixed[claim]["verdict"] == verdict, (claim, verdict, fixed[claim])
+    assert fixed["no_king_no_win"]["verdict"] == "confirmed"  # on every deal's facts
+    assert fixed["watch_a_third"]["verdict"] == "not measured"
+    assert fixed["watch_a_third"]["needs"] == "a cell of watch random"
+    targets = {t["claim"]: t for t in document["stopping"]["targets"] if t["kind"] == "claim"}
+    assert targets["about_one_in_13"]["fixed_n_interval"] == fixed["about_one_in_13"]["interval"]
 
 
 def test_a_shard_tally_counts_wins_and_lone_wins_deal_by_deal():
