@@ -180,7 +180,7 @@ class Between:
 
     def aim(self, estimate: float) -> float:
         nearest = min(abs(estimate - self.low.number), abs(estimate - self.high.number))
-        return max(nearest, TOLERANCE / 2)
+        return max(nearest, min(TOLERANCE, self.high.number - self.low.number) / 4)
 
     def text(self) -> str:
         span = f"{self.low.text} to {self.high.text}"

@@ -34,7 +34,7 @@ from pipeline.engine import pairing
 from pipeline.engine.deals import UINT64_LIMIT
 from pipeline.engine.rules import Cell
 from pipeline.inference import anytime, stats
-from pipeline.inference.claims import INCONCLUSIVE, Claim, Every, Read
+from pipeline.inference.claims import INCONCLUSIVE, TOLERANCE, Claim, Every, Read
 
 DECIDED = "decided"
 DEFAULT_CONFIDENCE = 0.95
@@ -198,19 +198,21 @@ class Stopping:
         self.shards = 0
 
     def _claim_sequences(self) -> None:
-        """The claims' own sequences, of the claims' confidence, each aimed by its claim's
-        rule; and for every read of a claim, its sequence and the sign that orients it."""
+        """The claims' own sequences, of the claims' confidence, one per cell or tally pair
+        that claims read, aimed by the rules of every claim that reads it (the narrowest
+        they ask for); and for every read of a claim, its sequence and the sign that
+        orients it."""
         claim_alpha = 1 - stats.CLAIM_CONFIDENCE
-        self.claim_rates: dict[int, tuple[anytime.Sequence, Callable]] = {}
-        self.claim_pairs: dict[int, tuple[anytime.Sequence, Callable]] = {}
+        self.claim_rates: dict[int, tuple[anytime.Sequence, list[Callable]]] = {}
+        self.claim_pairs: dict[int, tuple[anytime.Sequence, list[Callable]]] = {}
         self.claim_reads: dict[Read, tuple[anytime.Sequence, int]] = {}
         for check in self.checks:
             aim = check.claim.asserts.aim
             for cell, i in check.rates.items():
-                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), aim))
+                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), []))[1].append(aim)
                 self.claim_reads[(cell,)] = (self.claim_rates[i][0], 1)
             for pair, (k, sign) in check.pairs.items():
-                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), aim))
+                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), []))[1].append(aim)
                 self.claim_reads[pair] = (self.claim_pairs[k][0], sign)
 
     def claim_sequence(self, read: Read) -> tuple[anytime.Sequence | None, int]:
@@ -241,18 +243,26 @@ class Stopping:
         for sequence, (a_only, b_only) in zip(self.differences, pairs):  # the strategy pairs
             aim = self._aim(sequence, self.rule.comparisons)
             anytime.add_pairs(sequence, deals, a_only, b_only, aim)
-        for i, (sequence, aim) in self.claim_rates.items():
-            anytime.add_wins(sequence, deals, wins[i], self._claim_aim(sequence, aim))
-        for k, (sequence, aim) in self.claim_pairs.items():
+        for i, (sequence, aims) in self.claim_rates.items():
+            anytime.add_wins(sequence, deals, wins[i], self._claim_aim(sequence, aims))
+        for k, (sequence, aims) in self.claim_pairs.items():
             a_only, b_only = pairs[k]
-            anytime.add_pairs(sequence, deals, a_only, b_only, self._claim_aim(sequence, aim))
+            anytime.add_pairs(sequence, deals, a_only, b_only, self._claim_aim(sequence, aims))
         self.deals += deals
         self.shards += 1
         return self.met()
 
-    def _claim_aim(self, sequence: anytime.Sequence, aim: Callable) -> float:
+    def _claim_aim(self, sequence: anytime.Sequence, aims: list[Callable]) -> float:
+        """The half-width a claims' sequence bets for: the narrowest its claims' rules ask
+        for at the estimate so far, but not past what the budget of deals reaches. Before
+        any deal the estimate is the prior's 1/2, which says nothing of how far the figure
+        lies from a bound: the first shard bets for no more than the tolerance (a bet made
+        for a far bound, on a whole shard, would widen the sequence for millions of deals)."""
         estimate = sequence.low + sequence.span * sequence.estimate()
-        return max(aim(estimate), self._reachable(sequence))
+        aim = min(aim(estimate) for aim in aims)
+        if not sequence.n:
+            aim = min(aim, TOLERANCE)
+        return max(aim, self._reachable(sequence))
 
     def claim_verdict(self, check: ClaimCheck) -> str:
         decision = check.claim.decide_among(check.candidates, Sequences(self))
@@ -338,8 +348,7 @@ class Stopping:
         for check in self.checks:
             if not self._claim_met(check):
                 _, sequence = self._claim_read(check)
-                aim = check.claim.asserts.aim
-                checks.append((sequence, self._claim_aim(sequence, aim)))
+                checks.append((sequence, self._claim_aim(sequence, [check.claim.asserts.aim])))
         for sequence, aim in checks:
             ratio = sequence.half_width() / aim if aim > 0 else math.inf
             more = self.deals * ratio * ratio  # inf, not OverflowError, past a float's range
