@@ -34,7 +34,7 @@ from pipeline.engine import pairing
 from pipeline.engine.deals import UINT64_LIMIT
 from pipeline.engine.rules import Cell
 from pipeline.inference import anytime, stats
-from pipeline.inference.claims import INCONCLUSIVE, TOLERANCE, Claim, Every, Read
+from pipeline.inference.claims import INCONCLUSIVE, Claim, Every, Read
 
 DECIDED = "decided"
 DEFAULT_CONFIDENCE = 0.95
@@ -255,14 +255,14 @@ class Stopping:
     def _claim_aim(self, sequence: anytime.Sequence, aims: list[Callable]) -> float:
         """The half-width a claims' sequence bets for: the narrowest its claims' rules ask
         for at the estimate so far, but not past what the budget of deals reaches. Before
-        any deal the estimate is the prior's 1/2, which says nothing of how far the figure
-        lies from a bound: the first shard bets for no more than the tolerance (a bet made
-        for a far bound, on a whole shard, would widen the sequence for millions of deals)."""
-        estimate = sequence.low + sequence.span * sequence.estimate()
-        aim = min(aim(estimate) for aim in aims)
+        any deal the estimate is the prior's 1/2, which says nothing of where the figure
+        lies: the first shard bets as little as the budget allows, as `"decided"` does (a
+        bet for the prior's distance to a bound, on a whole shard, would widen the sequence
+        for millions of deals)."""
         if not sequence.n:
-            aim = min(aim, TOLERANCE)
-        return max(aim, self._reachable(sequence))
+            return self._reachable(sequence)
+        estimate = sequence.low + sequence.span * sequence.estimate()
+        return max(min(aim(estimate) for aim in aims), self._reachable(sequence))
 
     def claim_verdict(self, check: ClaimCheck) -> str:
         decision = check.claim.decide_among(check.candidates, Sequences(self))

@@ -668,3 +668,35 @@ def test_the_time_left_is_that_of_the_deals_the_rule_still_needs():
     assert "ETA 0:00:05" in progress.status()
     progress.still_needed = lambda: None  # not known yet: the config's deals
     assert "ETA 0:01:30" in progress.status()
+
+
+def test_claims_sharing_a_cell_are_decided_as_soon_as_the_narrowest_aim_allows():
+    """Two claims read the standard cell: one pinned to a tenth of a point's band, one to
+    half a point. Its sequence bets for the narrower (and its first shard, before any
+    estimate, for no more than the tolerance, not for the prior's distance to the band), so
+    the band's claim is decided near where a sequence aimed at it gets there: about
+    2 log(2/alpha) sigma^2 / h^2 deals for the half-width h it needs."""
+    import math
+
+    from pipeline.engine.rules import Cell
+    from pipeline.inference import claim_file, stats
+    from pipeline.sweep.stopping import Stopping, StopRule
+
+    text = USERS_CLAIMS.split("[[claim]]")[2].replace('"about_one_in_13"', '"loose"')
+    band = text.replace('"loose"', '"band"').replace(
+        'asserts = { equals = "1/13", tolerance = 0.02 }',
+        "asserts = { between = [0.0755, 0.0765] }",
+    )
+    claim_set = claim_file.parse("[[claim]]" + text + "[[claim]]" + band, "mine.toml")
+    cells = [Cell()]
+    stopping = Stopping(StopRule(claims="decided", claim_set=claim_set), cells, 10**9)
+    shard, wins = 260_000, 20_000  # exactly 1/13 of every shard won
+    while not stopping.add(shard, [wins], []):
+        assert stopping.deals < 10**8, stopping.status()
+    p = 1 / 13
+    needed = 2 * math.log(2 / (1 - stats.CLAIM_CONFIDENCE)) * p * (1 - p) / (p - 0.0765) ** 2
+    assert stopping.deals <= 2 * needed, (stopping.deals, needed)
+    assert {t.claim: t.verdict for t in stopping.targets()} == {
+        "loose": "confirmed",
+        "band": "refuted",
+    }
