@@ -594,8 +594,8 @@ class Difference:
 
     def needs(self) -> str:
         return (
-            f"cells of {spec_text(self.cells)} with {self.side_text(self.a)} and with "
-            f"{self.side_text(self.b)}, paired on the same deals"
+            f"two cells of {first_text(self.cells)} played on the same deals, one with "
+            f"{self.side_text(self.a)} and one with {self.side_text(self.b)}"
         )
 
 

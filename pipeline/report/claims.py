@@ -495,7 +495,7 @@ def difference(checked: Checked, figures: ClaimFigures) -> Checked:
     alternatives = measure.alternatives(figures.cells)
     decision = claim.decide_among(alternatives[:1], FixedN(figures))
     if decision is None:
-        return checked.not_measured(f"no such pair of cells in this sweep ({measure.needs()})")
+        return checked.not_measured("no such pair of cells in this sweep")
     paired = figures.paired(*decision.read, C)
     if paired is None:
         return checked.not_measured(
