@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
-from pipeline.inference import anytime
+from pipeline.inference import anytime, claim_file
 from pipeline.records import identity
 from pipeline.sweep import stopping
 from pipeline.sweep.stopping import StopRule
@@ -108,6 +108,11 @@ TABLE_KEYS = {
         "claims": (
             STR,
             f"'{stopping.DECIDED}' (every claim the cells answer confirmed or refuted)",
+        ),
+        "claims_file": (
+            STR,
+            "a claims file (docs/claims.md) whose claims stop.claims decides; default: the "
+            "rule pages' claims shipped with clocksweep",
         ),
         "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
         "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
@@ -423,20 +428,7 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
                 "only, so no comparison to decide; give grid.strategy two or more strategies "
                 "(with a variant that has a rescue)"
             )
-    claims = None
-    if "claims" in stop_raw:
-        claims = checked_str(stop_raw, "claims", key_name="stop.claims")
-        if claims != stopping.DECIDED:
-            raise ConfigError(
-                f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
-            )
-        if not stopping.claim_checks(cells):
-            raise ConfigError(
-                "stop.claims: no claim the rule decides is answered by this grid's cells "
-                "(one_in_13 needs a standard cell, better_than_one_in_three one_swap, "
-                "pick_makes_no_difference two watch cells of counts-only strategies, "
-                "deal_order_no_change standard in both deal orders)"
-            )
+    claims, claims_file, claim_set = checked_claims(stop_raw, cells)
     if win_rate is None and comparisons is None and claims is None:
         raise ConfigError("stop: no target; set stop.win_rate, stop.comparisons or stop.claims")
     min_deals = checked_int(
@@ -450,7 +442,42 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
     confidence = stopping.DEFAULT_CONFIDENCE
     if "confidence" in stop_raw:
         confidence = checked_float(stop_raw, "confidence", 0, 1, "stop.confidence")
-    return StopRule(win_rate, comparisons, claims, min_deals, confidence)
+    return StopRule(win_rate, comparisons, claims, min_deals, confidence, claims_file, claim_set)
+
+
+def checked_claims(stop_raw: dict, cells) -> tuple[str | None, str | None, tuple]:
+    """``stop.claims`` and ``stop.claims_file``: the claims the rule decides, read and
+    checked, at least one of them answered by the cells' tallies."""
+    claims_file = None
+    if "claims_file" in stop_raw:
+        claims_file = checked_str(stop_raw, "claims_file", key_name="stop.claims_file")
+        if "claims" not in stop_raw:
+            raise ConfigError(
+                f"stop.claims_file: the rule reads it only for stop.claims = '{stopping.DECIDED}'; "
+                "set stop.claims too"
+            )
+    if "claims" not in stop_raw:
+        return None, None, ()
+    claims = checked_str(stop_raw, "claims", key_name="stop.claims")
+    if claims != stopping.DECIDED:
+        raise ConfigError(
+            f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
+        )
+    try:
+        claim_set = claim_file.read(claims_file or claim_file.RULE_PAGES)
+    except claim_file.ClaimFileError as error:
+        raise ConfigError(f"stop.claims_file: {error}") from None
+    if not stopping.claim_checks(cells, claim_set):
+        wanted = [f"{c.id} needs {c.measure.needs()}" for c in claim_set if stopping.decidable(c)]
+        raise ConfigError(
+            "stop.claims: no claim the rule decides is answered by this grid's cells"
+            + (
+                f" ({'; '.join(wanted)})"
+                if wanted
+                else f": {claims_file} has no claim a stop rule decides"
+            )
+        )
+    return claims, claims_file, claim_set
 
 
 def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
