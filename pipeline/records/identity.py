@@ -12,13 +12,19 @@ from pipeline.engine.rules import Cell
 
 
 def cell_record(cell: Cell) -> dict:
-    return {
+    """A cell as the identity and run.json list it. A strategy of the user's adds what it
+    sees and its source's digest (so that a changed function is another cell); the built-in
+    cells' records, and so their hashes, are as they were before there were any."""
+    record = {
         "variant": cell.variant,
         "strategy": cell.strategy,
         "finale": cell.finale,
         "order": cell.order,
         "depth": cell.depth,
     }
+    if cell.custom is not None:
+        record["custom"] = {"sees": list(cell.custom.sees), "digest": cell.custom.digest}
+    return record
 
 
 def result_schema_version(record: str) -> str:
