@@ -69,11 +69,12 @@ def as_error(error: Exception) -> ClocksweepError:
 
 def user_errors():
     """The exception types that are the user's input or the store failing, not a bug."""
+    from pipeline.engine.rules import StrategyError
     from pipeline.report.reading import ReportError
     from pipeline.store import layout
     from pipeline.sweep.config import ConfigError
 
-    return (ConfigError, layout.ResultsError, ReportError)
+    return (ConfigError, layout.ResultsError, ReportError, StrategyError)
 
 
 # --- Configs ---------------------------------------------------------------------------

@@ -277,3 +277,133 @@ def _wrapper(from_python, sees: tuple[str, ...]):
     namespace = {"user": from_python, "RAISED": RAISED}
     exec(text, namespace)
     return numba.njit(signature(), nogil=True)(namespace["strategy"])
+
+
+# --- Every count vector (exact odds) --------------------------------------------------------
+
+# Played over every vector of face-down counts (`count_totals`): the strategy called directly
+# (numba inlines it), for each value of `rand` if it reads it, with each vector's weight
+# prod C(suits, d_q) and rand's chance as an integer over RAND_GRID; the piles before the
+# last two are fixed by the caller (`leading`), so that threads share the vectors.
+_ENUMERATOR = """
+def enumerate_counts(leading, ranks, suits, rand_values, rand_weights, choose, totals, counts):
+    seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
+    bottoms = np.zeros(N_PILES, dtype=np.int64)
+    shown = np.zeros(ranks, dtype=np.int64)
+    # weight[q], down[q]: prod C(suits, counts[r]) and sum counts[r] over the piles r < q.
+    weight = np.ones(ranks + 1, dtype=np.int64)
+    down = np.zeros(ranks + 1, dtype=np.int64)
+    fixed = leading.shape[0]
+    counts[:] = 0
+    counts[:fixed] = leading
+    for q in range(ranks):
+        weight[q + 1] = weight[q] * choose[counts[q]]
+        down[q + 1] = down[q] + counts[q]
+    while True:
+        if down[ranks] > 0:
+            for i in range(rand_values.shape[0]):
+                for q in range(ranks):
+                    shown[q] = counts[q]
+                rand = rand_values[i]
+                try:
+                    hour = user(ARGUMENTS)
+                except Exception:
+                    hour = RAISED
+                if hour < 1 or hour > ranks or counts[max(0, min(hour, ranks) - 1)] == 0:
+                    return hour, rand
+                chosen = counts[hour - 1]
+                totals[0, down[ranks]] += weight[ranks] * rand_weights[i] * chosen
+                totals[1, down[ranks]] += weight[ranks] * rand_weights[i] * (chosen == 1)
+        # The next vector, the last pile counting fastest; the leading piles stay fixed.
+        q = ranks - 1
+        while q >= fixed and counts[q] == suits:
+            counts[q] = 0
+            q -= 1
+        if q < fixed:
+            return 0, 0.0
+        counts[q] += 1
+        for r in range(q, ranks):
+            weight[r + 1] = weight[r] * choose[counts[r]]
+            down[r + 1] = down[r] + counts[r]
+"""
+
+
+def _enumerator(strategy: Custom):
+    with _lock:
+        key = ("enumerator", strategy)
+        if key not in _compiled:
+            import numba
+
+            user = numba.njit(python_function(strategy))
+            arguments = {"counts": "shown", "seen": "seen", "bottoms": "bottoms", "rand": "rand"}
+            text = _ENUMERATOR.replace(
+                "ARGUMENTS", ", ".join(arguments[name] for name in strategy.sees)
+            )
+            namespace = {
+                "np": np,
+                "user": user,
+                "RAISED": RAISED,
+                "N_PILES": N_PILES,
+                "SEEN_COLUMNS": SEEN_COLUMNS,
+            }
+            exec(text, namespace)
+            _compiled[key] = numba.njit(nogil=True)(namespace["enumerate_counts"])
+        return _compiled[key]
+
+
+def count_totals(strategy: Custom, ranks: int, suits: int) -> tuple[tuple[int, ...], ...]:
+    """For each U: the sum over vectors of face-down counts d (ranks hour piles, each 0..suits)
+    with sum U of prod C(suits, d_q) * E[d_p] * RAND_GRID, and of ... * P(d_p = 1) *
+    RAND_GRID, p the pile the strategy picks (its expectation over `rand`, where it reads
+    it). Two threads share the vectors. StrategyError if it names no pile holding cards for
+    one of them (the first found), or raises."""
+    from concurrent.futures import ThreadPoolExecutor
+    from itertools import product
+    from math import comb
+
+    enumerate_counts = _enumerator(strategy)
+    if "rand" in strategy.sees:
+        values = np.array(rules.RAND_VALUES, dtype=np.float64)
+        weights = [chance * rules.RAND_GRID for _, chance in rules.RAND_LAW]
+    else:
+        values, weights = np.zeros(1), [rules.RAND_GRID]
+    weights = np.array([int(weight) for weight in weights], dtype=np.int64)
+    choose = np.array([comb(suits, k) for k in range(suits + 1)], dtype=np.int64)
+    leading = [
+        np.array(values_, dtype=np.int64)
+        for values_ in product(range(suits + 1), repeat=min(2, ranks))
+    ]
+
+    def part(first):
+        totals = np.zeros((2, ranks * suits + 1), dtype=np.int64)
+        counts = np.zeros(ranks, dtype=np.int64)
+        hour, rand = enumerate_counts(first, ranks, suits, values, weights, choose, totals, counts)
+        return totals, (hour, rand, counts) if hour else None
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        parts = list(pool.map(part, leading))
+    for _, wrong in parts:
+        if wrong is not None:
+            raise _wrong_answer(strategy, *wrong)
+    totals = sum(totals for totals, _ in parts)
+    return tuple(int(t) for t in totals[0]), tuple(int(t) for t in totals[1])
+
+
+def _wrong_answer(strategy: Custom, hour: int, rand: float, counts: np.ndarray):
+    """The StrategyError of an answer to counts that names no pile holding cards, or of a
+    raise (the Python function's own error, called again on those counts)."""
+    given = {"counts": counts.copy(), "seen": np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)}
+    given |= {"bottoms": np.zeros(N_PILES, dtype=np.int64), "rand": rand}
+    where = f"counts {tuple(int(c) for c in counts)}" + (
+        f", rand {rand!r}" if "rand" in strategy.sees else ""
+    )
+    if hour == RAISED:
+        try:
+            python_function(strategy)(*(given[name] for name in strategy.sees))
+        except Exception as error:  # the user's code
+            return rules.StrategyError(
+                f"strategy {strategy.name!r} raised {_first_line(error)} on {where}"
+            )
+        return rules.StrategyError(f"strategy {strategy.name!r} raised an error on {where}")
+    why = rules.pick_problem(hour, list(counts) + [0] * (N_PILES - len(counts)))
+    return rules.StrategyError(f"strategy {strategy.name!r} returned hour {hour} on {where}: {why}")

@@ -84,3 +84,25 @@ def returns_a_float(counts):
 
 def peeks(counts, deck):
     return 1
+
+
+def second_most(counts):
+    """The pile with the second-most cards (the first such clockwise), or the only one."""
+    first, second = 0, 0
+    for q in range(counts.shape[0]):
+        if counts[q] > 0 and (first == 0 or counts[q] > counts[first - 1]):
+            first, second = q + 1, first
+        elif counts[q] > 0 and (second == 0 or counts[q] > counts[second - 1]):
+            second = q + 1
+    return second if second else first
+
+
+def none_for_two_piles(counts):
+    """Names a pile with no card when exactly two piles hold cards."""
+    holding = 0
+    for q in range(counts.shape[0]):
+        holding += counts[q] > 0
+    for q in range(counts.shape[0]):
+        if (counts[q] > 0) == (holding != 2):
+            return q + 1
+    return 1

@@ -3,6 +3,9 @@ engines alike deal by deal, the four counts-only built-ins written as functions 
 built-ins do, `rand`'s law, and a strategy that breaks the rules stopping play with a line
 that names it, the deal and its answer.
 
+The exact values of counts-only ones (`odds`): the built-ins as functions against the
+built-ins' own values, and every deal of small decks played out.
+
 The strategies are in `builtins_as_functions.py` and `more_strategies.py` beside this file.
 Each process compiles a strategy once (a fraction of a second); the kernel is the one
 compiled kernel numba caches on disk, whatever the strategies.
@@ -16,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_odds import RESCUES, rank_sequences, rescue_is_won, run_chain
 
-from pipeline.engine import custom, deals, reference, rules
+from pipeline.engine import custom, deals, odds, reference, rules
 from pipeline.engine.record import from_kernel
 from pipeline.engine.rules import Cell
 
@@ -139,10 +143,11 @@ def test_a_changed_source_is_another_strategy(tmp_path):
 @pytest.mark.parametrize("seed, first", [(SEED, 0), (2**64 - 1, 2**64 - 200)])
 def test_kernel_equals_reference_on_strategies_of_your_own(seed, first):
     """Deal by deal, field by field, every rescue cell of eight strategies of your own (the
-    four built-ins as functions and four that read seen, bottoms and rand)."""
+    four built-ins as functions and four that read seen, bottoms and rand): 2 x 120 deals
+    x 112 cells."""
     from pipeline.engine import kernel
 
-    count = 200
+    count = 120
     strategies = [mine(name) for name in AS_FUNCTIONS] + [strategy(MORE, name) for name in SEEING]
     cells = rescue_cells(strategies)
     out = kernel.play(seed, first, count, cells)
@@ -295,3 +300,87 @@ def test_more_strategies_of_your_own_than_one_play_takes_are_refused(tmp_path):
     cells = [Cell("watch", s.name, custom=s) for s in many]
     with pytest.raises(ValueError, match=f"at most {kernel.MAX_CUSTOM}"):
         kernel.play(SEED, 0, 10, cells)
+
+
+# --- Exact values ---------------------------------------------------------------------------
+
+SMALL_DECKS = [(3, 2), (4, 3), (6, 4)]  # (hour ranks, suits)
+
+
+@pytest.mark.parametrize("builtin", AS_FUNCTIONS)
+def test_the_builtins_as_functions_have_the_builtins_exact_values_on_small_decks(builtin):
+    """Every count vector played by the function, against the built-in's own dynamic
+    programme (odds.rescue_win), computed, not written down."""
+    for ranks, suits in SMALL_DECKS:
+        for depth in rules.DEPTHS:
+            assert odds.custom_rescue_win(mine(builtin), ranks, suits, depth) == odds.rescue_win(
+                builtin, ranks, suits, depth
+            ), (builtin, ranks, suits, depth)
+
+
+def test_most_as_a_function_has_most_exact_value_on_the_full_deck():
+    """5**12 count vectors, a second or two; the other three on the full deck are checked by
+    benchmarks/custom_odds_check.py (random_mine's 46 values of rand make it minutes)."""
+    for depth in rules.DEPTHS:
+        assert odds.custom_rescue_win(mine("most"), depth=depth) == odds.rescue_win(
+            "most", depth=depth
+        )
+
+
+EXHAUSTIVE_DECKS = [(3, 2), (2, 3), (2, 4)]
+
+
+@pytest.mark.parametrize("ranks,suits", EXHAUSTIVE_DECKS)
+def test_exhaustive_play_gives_the_exact_values_of_strategies_of_your_own(ranks, suits):
+    """Every deal of small decks played to its first death and rescued where the Python
+    function says (for each value of rand, by its chance), against the enumeration."""
+    strategies = [strategy(MORE, "second_most"), strategy(MORE, "coin_among_most")]
+    king, deals_played = ranks, 0
+    wins = {(s.name, v, d): Fraction(0) for s in strategies for v, d in RESCUES}
+    for sequence in rank_sequences([suits] * (ranks + 1)):
+        deals_played += 1
+        piles = [list(sequence[p * suits : (p + 1) * suits]) for p in range(ranks + 1)]
+        run_chain(piles, piles[king].pop(0), stop_at_king=False)
+        counts = tuple(len(piles[p]) for p in range(ranks))
+        for s in strategies:
+            for variant, depth in RESCUES:
+                if not any(counts):
+                    wins[(s.name, variant, depth)] += 1
+                    continue
+                for pile, chance in python_picks(s, counts):
+                    won = rescue_is_won(piles, pile, variant, depth)
+                    wins[(s.name, variant, depth)] += chance * won
+    for s in strategies:
+        for variant, depth in RESCUES:
+            expected = odds.custom_rescue_win(s, ranks, suits, depth or "bottom")
+            assert wins[(s.name, variant, depth)] / deals_played == expected, (s.name, variant)
+
+
+@functools.cache
+def python_picks(s: rules.Custom, counts: tuple[int, ...]) -> list[tuple[int, Fraction]]:
+    """The piles the Python function picks for ``counts``, with their chances over rand."""
+    values = rules.RAND_LAW if "rand" in s.sees else [(Fraction(0), Fraction(1))]
+    given = {"counts": np.array(counts, dtype=np.int64)}
+    picks: dict[int, Fraction] = {}
+    for value, chance in values:
+        given["rand"] = float(value)
+        pile = custom.python_function(s)(*(given[n] for n in s.sees)) - 1
+        picks[pile] = picks.get(pile, Fraction(0)) + chance
+    return list(picks.items())
+
+
+def test_an_answer_that_names_no_pile_for_some_counts_has_no_exact_value():
+    bad = strategy(MORE, "none_for_two_piles")
+    with pytest.raises(rules.StrategyError, match=r"returned hour \d+ on counts \(") as refused:
+        odds.custom_rescue_win(bad, 3, 2)
+    assert "\n" not in str(refused.value)
+
+
+def test_only_a_strategy_that_reads_the_counts_has_an_exact_value():
+    reader = strategy(MORE, "least_seen")
+    assert odds.exact_win_of(Cell("watch", reader.name, custom=reader)) is None
+    assert odds.exact_win_given_down_of(Cell("watch", reader.name, custom=reader), 5) is None
+    counted = mine("most")
+    assert odds.exact_win_given_down_of(
+        Cell("watch", counted.name, custom=counted), 5
+    ) == odds.rescue_win_given_down("most", 5)
