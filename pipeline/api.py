@@ -287,5 +287,5 @@ def _scanned(location: Location, paths: list[str], table: str) -> pl.LazyFrame:
     from pipeline.records.schema import DEAL_SCHEMA
 
     if paths:
-        return location.scan_parquet(paths)
+        return location.scan_cell_groups(paths)
     return pl.from_arrow(DEAL_SCHEMA.empty_table()).lazy() if table == "deals" else pl.LazyFrame()

@@ -93,7 +93,7 @@ CLOCKWISE, RANDOM, MOST, FEWEST, INFORMED, ORACLE = (
 )
 # Strategies of the user's: code CUSTOM + k plays the k-th function of the call's `customs`.
 CUSTOM = rules.CUSTOM
-MAX_CUSTOM = 8  # functions of the user's one call plays: the length of `customs`
+MAX_CUSTOM = rules.MAX_CUSTOM  # functions of the user's one call plays: `customs`'s length
 # What `custom_reads` says the call's strategies of the user's read, by index.
 READS_SEEN, READS_BOTTOMS, READS_RAND = range(3)
 FINALE_UP = rules.FINALES.index("up")

@@ -444,6 +444,28 @@ def exact_win_given_down_of(cell: Cell, down: int) -> Fraction | None:
     return rescue_win_given_down(cell.strategy, down, depth=_rescue_depth(cell))
 
 
+def bound_of(cell: Cell) -> tuple[str, Fraction] | None:
+    """What no strategy of ``cell``'s kind can beat, and whose exact value that is; None for
+    a cell without a rescue.
+
+    Given all a player sees with the bottoms face down (the counts, the cards turned, and a
+    draw of its own), the unseen cards lie in a uniformly random arrangement, so a rescue at
+    p wins with chance d_p / U, at the top [d_p = 1] / U (docs/rules.md, the hint). A
+    strategy that reads no bottom card therefore wins with chance at most E[max_p d_p / U]:
+    `most`'s value; at the top, E[[some d_p = 1] / U]: `fewest`'s, which takes a pile of one
+    card whenever there is one. One that reads the face-up bottoms sees what the `oracle`
+    peeks at, and wins at most as often."""
+    if not cell.has_rescue:
+        return None
+    depth = _rescue_depth(cell)
+    if cell.strategy in BOTTOM_STRATEGIES or (
+        cell.custom is not None and cell.custom.reads_bottoms
+    ):
+        return "oracle", rescue_win("oracle", depth=depth)
+    best = "fewest" if depth == "top" else "most"
+    return best, rescue_win(best, depth=depth)
+
+
 def fraction_text(value: Fraction) -> str:
     """A fraction as the reduced string "a/b" (denominator always written)."""
     return f"{value.numerator}/{value.denominator}"

@@ -71,6 +71,7 @@ BOTTOM_STRATEGIES = ("informed", "oracle")
 # finales only); `rand`, a number from the deal's strategy stream. It returns an hour 1..12
 # of a pile that holds face-down cards.
 SEES = ("counts", "seen", "bottoms", "rand")
+MAX_CUSTOM = 8  # strategies of the user's one sweep (one kernel call) may play
 SEEN_COLUMNS = N_PILES + 1  # the ranks A..K, then where the chain died
 DIED = N_PILES  # `seen`'s column of the pile where the chain died
 

@@ -41,6 +41,7 @@ DOCUMENT_KEYS = (
     "cells",
     "comparisons",
     "best_strategies",
+    "own_strategies",
     "claims",
     "distributions",
     "hint_calibration",
@@ -163,6 +164,7 @@ def compose(
     document.update(
         comparisons=figures.comparisons(),
         best_strategies=figures.best_strategies(),
+        own_strategies=figures.own_strategies(),
         claims=[claim.record() for claim in claims],
         stopping=stopping(loaded, figures, claims),
         notes=notes(loaded, figures),
@@ -336,6 +338,7 @@ def write_all(directory: str, document: dict, figures: Figures, finish_plots=Non
         "cells": document["cells"],
         "comparisons": document["comparisons"],
         "best_strategies": document["best_strategies"],
+        "own_strategies": document["own_strategies"],
         "claims": [{k: v for k, v in r.items() if k != "interval"} for r in claims_rows],
         "cards_turned": flatten(dist["cards_turned"]),
         "down_at_stop": flatten(dist["down_at_stop"], "order"),
