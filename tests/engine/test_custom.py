@@ -165,7 +165,7 @@ def test_kernel_equals_reference_on_strategies_of_your_own(seed, first):
 def test_the_builtins_written_as_functions_play_as_the_builtins():
     """clockwise, most and fewest pick the built-ins' piles on every deal; random_mine's
     `int(rand * n)` is random's draw but where the strategy stream's first word is refused
-    by one of the two draws (Lemire's rejection: about 1 deal in 150,000)."""
+    by one of the two draws (Lemire's rejection: about 1 deal in 1.5 million)."""
     from pipeline.engine import kernel
 
     count = 20_000
@@ -384,3 +384,31 @@ def test_only_a_strategy_that_reads_the_counts_has_an_exact_value():
     assert odds.exact_win_given_down_of(
         Cell("watch", counted.name, custom=counted), 5
     ) == odds.rescue_win_given_down("most", 5)
+
+
+# --- The examples -----------------------------------------------------------------------------
+
+EXAMPLES = HERE.parents[1] / "examples" / "strategies.py"
+
+
+def test_the_examples_play_as_their_docstrings_say():
+    """follow_the_bottoms wins exactly the deals the oracle wins (watch, one_swap, exchange at
+    the bottom); least_visited picks most's pile on every deal; nearest_twelve reads only the
+    counts, and so has an exact value."""
+    from pipeline.engine import kernel
+
+    follow = strategy(EXAMPLES, "follow_the_bottoms")
+    least = strategy(EXAMPLES, "least_visited")
+    count = 20_000
+    for variant, depth in (("watch", None), ("one_swap", None), ("exchange", "bottom")):
+        cells = [
+            Cell(variant, "oracle", "up", depth=depth),
+            Cell(variant, follow.name, "up", depth=depth, custom=follow),
+            Cell(variant, "most", "up", depth=depth),
+            Cell(variant, least.name, "up", depth=depth, custom=least),
+        ]
+        out = kernel.play(SEED, 0, count, cells)
+        assert np.array_equal(out["won"][0], out["won"][1]), variant
+        assert np.array_equal(out["rescue_pile"][2], out["rescue_pile"][3]), variant
+        assert 0.4 < out["won"][0].mean() < 0.46
+    assert strategy(EXAMPLES, "nearest_twelve").counts_only

@@ -135,3 +135,14 @@ def test_a_strategy_given_on_the_command_line(tmp_path):
     done = clocksweep("run", path, "--dry-run", "--set", f"grid.strategy=most,{spec}:second_most")
     assert done.exit_code == 0, done.output
     assert "second_most" in done.output and not out.exists()
+
+
+def test_the_example_config_loads_with_its_strategies():
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    loaded = config.load(str(examples / "strategies.toml"))
+    assert {c.name for c in loaded.customs} == {
+        "nearest_twelve",
+        "least_visited",
+        "follow_the_bottoms",
+    }
+    assert all(c.spec.startswith("strategies.py:") for c in loaded.customs)
