@@ -70,12 +70,13 @@ def as_error(error: Exception) -> ClocksweepError:
 
 def user_errors():
     """The exception types that are the user's input or the store failing, not a bug."""
+    from pipeline.engine.rules import StrategyError
     from pipeline.inference.claim_file import ClaimFileError
     from pipeline.report.reading import ReportError
     from pipeline.store import layout
     from pipeline.sweep.config import ConfigError
 
-    return (ConfigError, layout.ResultsError, ReportError, ClaimFileError)
+    return (ConfigError, layout.ResultsError, ReportError, ClaimFileError, StrategyError)
 
 
 # --- Configs ---------------------------------------------------------------------------
@@ -299,5 +300,5 @@ def _scanned(location: Location, paths: list[str], table: str) -> pl.LazyFrame:
     from pipeline.records.schema import DEAL_SCHEMA
 
     if paths:
-        return location.scan_parquet(paths)
+        return location.scan_cell_groups(paths)
     return pl.from_arrow(DEAL_SCHEMA.empty_table()).lazy() if table == "deals" else pl.LazyFrame()

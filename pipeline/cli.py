@@ -388,11 +388,19 @@ def check_random_draw(where: str, given, deal_seed, deal_number) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per value.")
-def odds(as_json):
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    metavar="FILE.py:FUNCTION",
+    help="A strategy of your own that reads only the counts (and rand): its exact values "
+    "instead, for each rescue. Repeat for more.",
+)
+def odds(as_json, strategies):
     """Exact values the sweeps are checked against, as reduced fractions."""
     from pipeline.engine import odds as exact
 
-    records = exact.exact_values()
+    records = exact.exact_values() if not strategies else custom_odds(strategies)
     if as_json:
         for record in records:
             click.echo(json.dumps(record))
@@ -412,6 +420,33 @@ def odds(as_json):
             )
         )
         click.echo(f"{who:<32} {record['quantity']:<20} {value:>48}  = {decimal:.10f}")
+
+
+def custom_odds(specs) -> list[dict]:
+    """The exact values of strategies of the user's (`odds --strategy`); InputError, one
+    line, for one that cannot be played or reads more than the counts."""
+    from pipeline.engine import custom
+    from pipeline.engine import odds as exact
+
+    records = []
+    for spec in specs:
+        try:
+            strategy = custom.read(spec, os.getcwd())
+            if not strategy.counts_only:
+                raise InputError(
+                    f"--strategy: {spec!r} reads {', '.join(strategy.sees)}: only a strategy "
+                    "that reads the counts (and rand) has an exact value"
+                )
+            if "rand" in strategy.sees:
+                click.echo(
+                    f"clocksweep: {strategy.name} reads rand: each count vector is played "
+                    f"for each of its {len(rules.RAND_VALUES)} values, which takes minutes",
+                    err=True,
+                )
+            records += exact.custom_exact_values(strategy)
+        except (custom.CustomError, rules.RuleError) as error:
+            raise InputError(str(error)) from None
+    return records
 
 
 def _finite(ctx, param, value):

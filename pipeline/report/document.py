@@ -43,6 +43,7 @@ DOCUMENT_KEYS = (
     "cells",
     "comparisons",
     "best_strategies",
+    "own_strategies",
     "claims",
     "distributions",
     "hint_calibration",
@@ -167,6 +168,7 @@ def compose(
     document.update(
         comparisons=figures.comparisons(),
         best_strategies=figures.best_strategies(),
+        own_strategies=figures.own_strategies(),
         claims=[claim.record() for claim in checked],
         stopping=stopping(loaded, figures, checked),
         notes=notes(loaded, figures),
@@ -341,6 +343,7 @@ def write_all(directory: str, document: dict, figures: Figures, finish_plots=Non
         "cells": document["cells"],
         "comparisons": document["comparisons"],
         "best_strategies": document["best_strategies"],
+        "own_strategies": document["own_strategies"],
         "claims": [{k: v for k, v in r.items() if k != "interval"} for r in claims_rows],
         "cards_turned": flatten(dist["cards_turned"]),
         "down_at_stop": flatten(dist["down_at_stop"], "order"),

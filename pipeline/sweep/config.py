@@ -12,7 +12,7 @@ A config names a sweep and says which deals to play under which rules:
 
     [grid]                        # lists; the sweep plays every meaningful combination
     variant = ["standard", "watch"]
-    strategy = ["clockwise", "most"]
+    strategy = ["clockwise", "most", "mine.py:nearest_twelve"]  # FILE.py:FUNCTION: your own
     finale = ["down", "up"]
     order = ["round-robin"]
     depth = ["bottom"]            # exchange only
@@ -71,6 +71,10 @@ GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_D
 FULL_GRID = {axis: list(names) for axis, (names, _) in GRID_AXES.items()}
 
 
+# An axis that takes more than the rules' names: strategies of the user's.
+OWN = {"strategy": "; or a strategy of your own, FILE.py:FUNCTION or module:FUNCTION"}
+
+
 class ConfigError(ValueError):
     """A config that cannot run; the message is one line naming the key and what is allowed."""
 
@@ -91,7 +95,8 @@ TOP_KEYS = {
 }
 TABLE_KEYS = {
     "grid": {
-        axis: (NAMES, f"a list of: {', '.join(names)}") for axis, (names, _) in GRID_AXES.items()
+        axis: (NAMES, f"a list of: {', '.join(names)}" + OWN.get(axis, ""))
+        for axis, (names, _) in GRID_AXES.items()
     },
     "ray": {
         "address": (STR, "a Ray cluster address such as 127.0.0.1:6379, or 'auto'"),
@@ -173,6 +178,7 @@ class SweepConfig:
     # Seconds a run waits for its S3 output's lease, held by another run, to lapse (None:
     # the lease's own time, `store.lease.lease_seconds`).
     lease_wait: float | None = None
+    customs: tuple[rules.Custom, ...] = ()  # the grid's strategies of the user's, by name
 
     @property
     def max_retries(self) -> int:
@@ -197,6 +203,16 @@ class SweepConfig:
             **({"stop": self.stop.to_json()} if self.stop else {}),
             # Recorded where not the default, so that a record of Ray is as it was.
             **({"run": self.run_options()} if self.run_options() else {}),
+            # Strategies of the user's: what a reader of the results needs of each, its source
+            # too (`identity.custom_records`); none for a sweep of built-ins only.
+            **(
+                {
+                    "custom": identity.custom_records(self.customs),
+                    "custom_source": identity.custom_sources(self.customs),
+                }
+                if self.customs
+                else {}
+            ),
         }
 
     def run_options(self) -> dict:
@@ -296,8 +312,8 @@ def parse_int(key: str, text: str, allowed: str) -> int:
     raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
 
 
-def from_dict(raw: dict, source: str = "") -> SweepConfig:
-    """Check a raw config (as TOML reads it) and resolve it."""
+def checked_keys(raw: dict) -> None:
+    """Every key and table of a raw config known, and the required ones there."""
     for key, value in raw.items():
         if key not in TABLE_KEYS:
             kind_of(key)  # unknown keys fail here
@@ -312,6 +328,10 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         if key not in raw:
             raise ConfigError(f"{key}: missing; expected {TOP_KEYS[key][1]}")
 
+
+def from_dict(raw: dict, source: str = "") -> SweepConfig:
+    """Check a raw config (as TOML reads it) and resolve it."""
+    checked_keys(raw)
     name = checked_str(raw, "name")
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigError(f"name: {name!r} is not allowed; expected {TOP_KEYS['name'][1]}")
@@ -330,8 +350,9 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
 
     grid_raw = raw.get("grid", {})
-    grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES}
-    cells = expand(grid)
+    grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES if axis != "strategy"}
+    grid["strategy"], customs = checked_strategies(grid_raw, source, grid["finale"])
+    cells = expand(grid, customs)
 
     ray_raw = raw.get("ray", {})
     ray = checked_address(ray_raw)  # named before the stop rule, its counts after
@@ -354,7 +375,51 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         stop=stop,
         executor=executor,
         lease_wait=lease_wait,
+        customs=customs,
     )
+
+
+def checked_strategies(
+    grid_raw: dict, source: str, finales: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[rules.Custom, ...]]:
+    """``grid.strategy``: the built-in names (as `checked_names` checks them) and strategies
+    of the user's (``FILE.py:FUNCTION``, relative to the config's directory, or
+    ``module:FUNCTION``), read and compiled; the names, the built-ins in the rules' order
+    and then the user's by name (the hash ignores the order), and the user's."""
+    from pipeline.engine import custom
+
+    value = grid_raw.get("strategy")
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    specs = [item for item in items if isinstance(item, str) and custom.is_custom(item)]
+    if not specs:
+        return checked_names(grid_raw, "strategy"), ()
+    rest = [item for item in items if item not in specs]
+    builtins = checked_names({"strategy": rest}, "strategy") if rest else ()
+    base = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+    customs: dict[str, rules.Custom] = {}
+    for spec in dict.fromkeys(specs):
+        try:
+            found = custom.read(spec, base)
+        except custom.CustomError as error:
+            raise ConfigError(f"grid.{error}") from None
+        if found.name in customs and customs[found.name] != found:
+            raise ConfigError(
+                f"grid.strategy: {customs[found.name].spec!r} and {spec!r} are both named "
+                f"{found.name!r}; the strategies of a sweep need names of their own"
+            )
+        if found.reads_bottoms and "up" not in finales:
+            raise ConfigError(
+                f"grid.strategy: {spec!r} reads bottoms, the face-up bottom cards, which "
+                "only finale = 'up' shows; add 'up' to grid.finale"
+            )
+        customs[found.name] = found
+    if len(customs) > rules.MAX_CUSTOM:
+        raise ConfigError(
+            f"grid.strategy: {len(customs)} strategies of your own; a sweep plays at most "
+            f"{rules.MAX_CUSTOM}"
+        )
+    mine = tuple(customs[name] for name in sorted(customs))
+    return tuple(builtins) + tuple(c.name for c in mine), mine
 
 
 def checked_address(ray_raw: dict) -> dict:
@@ -527,7 +592,10 @@ def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
         raise ConfigError(f"grid.{axis}: empty; expected a list of: {', '.join(names)}")
     for item in value:
         if item not in names:
-            raise ConfigError(f"grid.{axis}: {item!r} is not known; allowed: {', '.join(names)}")
+            raise ConfigError(
+                f"grid.{axis}: {item!r} is not known; allowed: {', '.join(names)}"
+                + OWN.get(axis, "")
+            )
     return tuple(name for name in names if name in value)
 
 
@@ -566,10 +634,12 @@ def checked_output(output: str) -> str:
     return output
 
 
-def expand(grid: dict[str, tuple[str, ...]]) -> tuple[Cell, ...]:
+def expand(
+    grid: dict[str, tuple[str, ...]], customs: tuple[rules.Custom, ...] = ()
+) -> tuple[Cell, ...]:
     """Every cell of the grid the rules allow (`rules.expand`); ConfigError if there is none."""
     try:
-        return tuple(rules.expand(grid))
+        return tuple(rules.expand(grid, customs))
     except rules.RuleError as error:
         raise ConfigError(str(error)) from None
 
