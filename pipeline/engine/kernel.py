@@ -30,6 +30,7 @@ import warnings
 
 import numba as nb
 import numpy as np
+from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from pipeline.engine import custom, deals, rules
 from pipeline.engine.record import NO_COUNT
@@ -164,9 +165,8 @@ BYTE = np.uint64(8)
 HIGH_EMPTY = np.uint64(0xFFFFFFFF00000000)  # a pile's word over four EMPTY bytes
 # The kernel takes the strategies of the user's as first-class functions (`play_cells`'s
 # ``customs``), which numba calls experimental: a warning at every compile, for the user.
-warnings.filterwarnings(
-    "ignore", message="First-class function type feature is experimental", category=Warning
-)
+# By its category: numba may wrap the message in terminal escapes, which a message filter misses.
+warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 if sys.byteorder != "little":
     # `play_cells` reads a pile's four card bytes as one word, the top card its lowest byte.
     raise ImportError("the kernel reads cards as little-endian words")
