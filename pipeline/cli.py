@@ -18,7 +18,7 @@ import sys
 
 import click
 
-from pipeline import ERROR_PREFIX
+from pipeline import ERROR_PREFIX, RULE_PAGES
 from pipeline.engine import layout_input, rules
 
 
@@ -388,11 +388,19 @@ def check_random_draw(where: str, given, deal_seed, deal_number) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per value.")
-def odds(as_json):
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    metavar="FILE.py:FUNCTION",
+    help="A strategy of your own that reads only the counts (and rand): its exact values "
+    "instead, for each rescue. Repeat for more.",
+)
+def odds(as_json, strategies):
     """Exact values the sweeps are checked against, as reduced fractions."""
     from pipeline.engine import odds as exact
 
-    records = exact.exact_values()
+    records = exact.exact_values() if not strategies else custom_odds(strategies)
     if as_json:
         for record in records:
             click.echo(json.dumps(record))
@@ -412,6 +420,33 @@ def odds(as_json):
             )
         )
         click.echo(f"{who:<32} {record['quantity']:<20} {value:>48}  = {decimal:.10f}")
+
+
+def custom_odds(specs) -> list[dict]:
+    """The exact values of strategies of the user's (`odds --strategy`); InputError, one
+    line, for one that cannot be played or reads more than the counts."""
+    from pipeline.engine import custom
+    from pipeline.engine import odds as exact
+
+    records = []
+    for spec in specs:
+        try:
+            strategy = custom.read(spec, os.getcwd())
+            if not strategy.counts_only:
+                raise InputError(
+                    f"--strategy: {spec!r} reads {', '.join(strategy.sees)}: only a strategy "
+                    "that reads the counts (and rand) has an exact value"
+                )
+            if "rand" in strategy.sees:
+                click.echo(
+                    f"clocksweep: {strategy.name} reads rand: each count vector is played "
+                    f"for each of its {len(rules.RAND_VALUES)} values, which takes minutes",
+                    err=True,
+                )
+            records += exact.custom_exact_values(strategy)
+        except (custom.CustomError, rules.RuleError) as error:
+            raise InputError(str(error)) from None
+    return records
 
 
 def _finite(ctx, param, value):
@@ -540,10 +575,21 @@ def validate(results_path):
 
 
 def build_report(
-    results_path: str, replay: int, out_dir: str | None = None, plots_enabled: bool = True
+    results_path: str,
+    replay: int,
+    out_dir: str | None = None,
+    plots_enabled: bool = True,
+    claims_files: tuple[str, ...] = (),
 ):
     """The report as `clocksweep report` makes it (`document.build`); a RESULTS the report
-    cannot read, or a store that fails it, is `Failed`."""
+    cannot read, a store that fails it, or a claims file that cannot be read (read before
+    anything else) is `Failed`."""
+    from pipeline.inference import claim_file
+
+    try:
+        claims = claim_file.read_all(claims_files) if claims_files else None
+    except claim_file.ClaimFileError as error:
+        raise Failed(error) from None
     from pipeline.report import plots
 
     # The plots' process is forked first, while this process is small and has imported
@@ -563,6 +609,7 @@ def build_report(
                 out=out_dir,
                 plots_enabled=plots_enabled,
                 plotter=plotter,
+                claims=claims,
             )
         except (layout.ResultsError, ReportError) as error:
             raise Failed(error) from None
@@ -590,14 +637,23 @@ def build_report(
 @click.option(
     "--json", "as_json", is_flag=True, help="Print report.json's claims and cells, not the table."
 )
-def report(results_path, replay, out_dir, no_plots, as_json):
+@click.option(
+    "--claims",
+    "claims_files",
+    multiple=True,
+    metavar="FILE",
+    help="A claims file to check (docs/claims.md); give it again for more files "
+    f"('{RULE_PAGES}': the rule pages' claims, the default).",
+)
+def report(results_path, replay, out_dir, no_plots, as_json, claims_files):
     """Report on a sweep: win rates with intervals, exact comparisons, paired strategy tests,
-    distributions, the hint's calibration, a verdict on every claim of the seeds, and plots.
+    distributions, the hint's calibration, a verdict on every claim checked (the rule pages',
+    or those of --claims files), and plots.
 
     Writes RESULTS/report/: report.md, report.html (self-contained), report.json, PNG plots
     and CSV tables; prints the best strategy per variant and the claims' verdicts.
     """
-    made = build_report(results_path, replay, out_dir, plots_enabled=not no_plots)
+    made = build_report(results_path, replay, out_dir, not no_plots, claims_files)
     from pipeline.report.render import terminal_summary
 
     if as_json:

@@ -33,11 +33,13 @@ Arrays, described once:
 from __future__ import annotations
 
 import sys
+import warnings
 
 import numba as nb
 import numpy as np
+from numba.core.errors import NumbaExperimentalFeatureWarning
 
-from pipeline.engine import deals, rules
+from pipeline.engine import custom, deals, rules
 from pipeline.engine.record import NO_COUNT
 from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
@@ -97,6 +99,11 @@ STANDARD, WATCH, ONE_SWAP, EXCHANGE, PLAY_OUT = (
 CLOCKWISE, RANDOM, MOST, FEWEST, INFORMED, ORACLE = (
     _STRATEGY[s] for s in ("clockwise", "random", "most", "fewest", "informed", "oracle")
 )
+# Strategies of the user's: code CUSTOM + k plays the k-th function of the call's `customs`.
+CUSTOM = rules.CUSTOM
+MAX_CUSTOM = rules.MAX_CUSTOM  # functions of the user's one call plays: `customs`'s length
+# What `custom_reads` says the call's strategies of the user's read, by index.
+READS_SEEN, READS_BOTTOMS, READS_RAND = range(3)
 FINALE_UP = rules.FINALES.index("up")
 DEPTH_TOP = rules.DEPTHS.index("top")
 
@@ -116,7 +123,9 @@ def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     - positions[order, q * 4 + k]: the deck position of pile q's k-th card from the top;
     - ranges[b * 4 + k]: Fisher-Yates's ranges 52..2, four to a batch;
-    - thresholds[b]: Lemire's rejection bound for batch b, 2**32 mod its product.
+    - thresholds[b]: Lemire's rejection bound for batch b, 2**32 mod its product;
+    - rand_interval[k]: the interval of `rand` (`rules.RAND_BREAKS`) that holds draw k, for
+      k in [0, RAND_GRID); rand_values[i]: the value of interval i (`rules.RAND_VALUES`).
     """
     positions = np.array(
         [
@@ -142,7 +151,12 @@ def scheme_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         [deals.WORD_LIMIT % int(np.prod(batch, dtype=object)) for batch in batches],
         dtype=np.uint64,
     )
-    return positions, ranges, thresholds
+    # A draw's interval by table (27,720 bytes): a search's branches are unpredictable.
+    rand_interval = np.repeat(
+        np.arange(len(rules.RAND_VALUES), dtype=np.uint8), np.diff(rules.RAND_BREAKS)
+    )
+    rand_values = np.array(rules.RAND_VALUES, dtype=np.float64)
+    return positions, ranges, thresholds, rand_interval, rand_values
 
 
 # The compiled loops' fixed width; written here, not imported, so that a change in `deals`
@@ -160,6 +174,10 @@ M32 = np.uint64(0xFFFFFFFF)
 EMPTY = np.uint64(0xFF)  # a stack's byte past its last card
 BYTE = np.uint64(8)
 HIGH_EMPTY = np.uint64(0xFFFFFFFF00000000)  # a pile's word over four EMPTY bytes
+# The kernel takes the strategies of the user's as first-class functions (`play_cells`'s
+# ``customs``), which numba calls experimental: a warning at every compile, for the user.
+# By its category: numba may wrap the message in terminal escapes, which a message filter misses.
+warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 if sys.byteorder != "little":
     # `play_cells` reads a pile's four card bytes as one word, the top card its lowest byte.
     raise ImportError("the kernel reads cards as little-endian words")
@@ -170,6 +188,9 @@ PHILOX_W1 = np.uint64(deals.PHILOX_W1)
 STREAM_DEAL = np.uint64(deals.STREAM_DEAL)
 STREAM_STRATEGY = np.uint64(deals.STREAM_STRATEGY)
 U32 = np.uint64(32)
+SIGNATURE_OF_CUSTOM = custom.signature()
+SEEN_COLUMNS = rules.SEEN_COLUMNS
+DIED = rules.DIED
 
 
 @nb.njit(cache=True, inline="always")
@@ -285,17 +306,16 @@ def shuffle_lanes(seed, first, ranks, words, draws, lane_words, ranges, threshol
 
 
 @nb.njit(cache=True, inline="always")
-def strategy_draw(seed, deal, n, block_words):
-    """The `random` strategy's draw in [0, n), from its own stream (as `deals.strategy_draw`).
-
-    ``block_words`` is scratch (uint64[4]).
+def strategy_draw(seed, deal, n, first_block, block_words):
+    """A draw in [0, n) from the deal's strategy stream (as `deals.strategy_draw`): the
+    `random` strategy's, and `rand`'s. ``first_block`` holds the stream's first four words
+    (`philox_block`, computed once for both); ``block_words`` is scratch (uint64[4]).
     """
     n64 = np.uint64(n)
-    philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, block_words, 0)
     index = 0
     while True:
         word = (
-            block_words[index]
+            first_block[index]
             if index < 4
             else word_at(seed, deal, STREAM_STRATEGY, index, block_words)
         )
@@ -305,6 +325,20 @@ def strategy_draw(seed, deal, n, block_words):
         leftover = scaled & M32
         if leftover >= n64 or leftover >= np.uint64(deals.WORD_LIMIT) % n64:
             return np.int64(scaled >> U32)
+
+
+@nb.njit(cache=True)
+def rand_of(seed, deal, rand_interval, rand_values, first_block, block_words):
+    """`rand` of a deal: its draw from the strategy stream (`strategy_draw`, uniform in
+    [0, RAND_GRID)) rounded to the middle of its interval (`rules.rand_value`)."""
+    draw = strategy_draw(seed, deal, rand_interval.shape[0], first_block, block_words)
+    return rand_values[rand_interval[draw]]
+
+
+@nb.njit(SIGNATURE_OF_CUSTOM, cache=True, nogil=True)
+def no_strategy(counts, seen, bottoms, rand):
+    """What fills the `customs` a call does not use: never called."""
+    return 0
 
 
 @nb.njit(cache=True, inline="always")
@@ -418,15 +452,49 @@ def watch_winners(powers, holding, start, orbit):
     return cycles if start_cycle == cycles else np.int64(0)
 
 
+@nb.njit(cache=True, nogil=True)
+def custom_picks(
+    customs, uses_slot, custom_reads, rand, down, piles, taken, death,
+    shown_counts, shown_seen, shown_bottoms, custom_pile,
+):  # fmt: skip
+    """The pile each strategy of the user's the order plays (``uses_slot``) rescues at, into
+    ``custom_pile``, each shown what it sees made afresh (whatever the last one did to its
+    arrays); the first that names no hour holding cards, its answer left in ``custom_pile``,
+    or -1. Apart from `play_cells`, whose loop stays as it was for the built-in strategies."""
+    for k in range(MAX_CUSTOM):
+        if not uses_slot[k]:
+            continue
+        for q in range(N_HOURS):
+            shown_counts[q] = down[q]
+        if custom_reads[READS_SEEN]:
+            shown_seen[:, :] = 0
+            for q in range(N_PILES):
+                for j in range(taken[q]):
+                    shown_seen[q, piles[q * PILE_SIZE + j]] += 1
+            shown_seen[death, DIED] = 1
+        if custom_reads[READS_BOTTOMS]:
+            for q in range(N_PILES):
+                shown_bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
+        hour = customs[k](shown_counts, shown_seen, shown_bottoms, rand)
+        custom_pile[k] = hour - 1
+        if hour < 1 or hour > N_HOURS or down[hour - 1] == 0:
+            custom_pile[k] = hour
+            return k
+    return -1
+
+
 # nogil: a driver plays its first shards in a thread while Ray starts (`sweep.early`).
 @nb.njit(cache=True, nogil=True)
-def play_cells(seed, first, count, cell_codes, tables, out):
+def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_reads, errors):
     """Play deals first .. first+count-1 under every cell; fill ``out`` (fields x cells x deals).
 
-    ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`;
-    ``tables`` = `scheme_tables()`.
+    ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`, a
+    strategy of the user's CUSTOM + k for ``customs[k]`` (`custom.compiled`; MAX_CUSTOM of
+    them, the unused `no_strategy`), ``custom_reads`` what those read (READS_...: nonzero if
+    any does); ``tables`` = `scheme_tables()`. A strategy of the user's that names no pile
+    holding cards (or raised) stops the play: ``errors`` gets (deal offset, k, its answer).
     """
-    positions, ranges, thresholds = tables
+    positions, ranges, thresholds, rand_interval, rand_values = tables
     n_cells = cell_codes.shape[0]
     # The lanes' deals (`shuffle_lanes`, `standard_chains`); constant shapes, so that the
     # compiler knows their strides.
@@ -454,7 +522,8 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     bottom_home = powers[0]
     orbit = np.zeros(16, dtype=np.uint8)
     eligible = np.zeros(N_PILES, dtype=np.int64)  # hour piles holding cards, in order
-    strategy_words = np.zeros(4, dtype=np.uint64)  # the `random` strategy's first block
+    strategy_words = np.zeros(4, dtype=np.uint64)  # the strategy stream's first block
+    later_words = np.zeros(4, dtype=np.uint64)  # ... and scratch for later ones
     # Each rescue mode's continuation from each pile, computed once per deal and order.
     # An entry is current when its stamp is this deal's, which spares a reset per deal.
     memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
@@ -462,15 +531,26 @@ def play_cells(seed, first, count, cell_codes, tables, out):
     stamp = 0
     n_orders = positions.shape[0]
     uses_order = np.zeros(n_orders, dtype=np.bool_)
-    uses_random = needs_winners = any_rescue = False
+    uses_random = needs_winners = any_rescue = uses_custom = False
+    # Strategies of the user's: which each order's cells play, what they are shown
+    # (`custom_picks`), and their piles.
+    uses_slot = np.zeros((n_orders, MAX_CUSTOM), dtype=np.bool_)
+    custom_pile = np.zeros(MAX_CUSTOM, dtype=np.int64)
+    shown_counts = np.zeros(N_HOURS, dtype=np.int64)
+    shown_seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
+    shown_bottoms = np.zeros(N_PILES, dtype=np.int64)
     for c in range(n_cells):
+        strategy = cell_codes[c, 1]
         uses_order[cell_codes[c, 3]] = True
-        uses_random |= cell_codes[c, 1] == RANDOM
+        uses_random |= strategy == RANDOM
         any_rescue |= cell_codes[c, 0] != STANDARD
         # informed and oracle choose winners; under face-up finales the hint is a verdict.
-        needs_winners |= cell_codes[c, 1] >= INFORMED or (
-            cell_codes[c, 1] >= 0 and cell_codes[c, 2] == FINALE_UP
+        needs_winners |= (strategy == INFORMED or strategy == ORACLE) or (
+            strategy >= 0 and cell_codes[c, 2] == FINALE_UP
         )
+        if strategy >= CUSTOM:
+            uses_custom = True
+            uses_slot[cell_codes[c, 3], strategy - CUSTOM] = True
     cell_mode = np.full(n_cells, NO_RESCUE, dtype=np.int64)
     for c in range(n_cells):
         variant = cell_codes[c, 0]
@@ -554,14 +634,31 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                             fewest = q
                             fewest_down = key
                     clockwise = eligible[0]
+                    if uses_random or custom_reads[READS_RAND]:
+                        philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, strategy_words, 0)
                     if uses_random:
-                        pick = strategy_draw(seed, deal, n_eligible, strategy_words)
+                        pick = strategy_draw(seed, deal, n_eligible, strategy_words, later_words)
                         random_pile = eligible[pick]
                     if needs_winners:
                         winners = watch_winners(powers, holding, clockwise, orbit)
                         for q in range(N_HOURS - 1, -1, -1):  # downwards: the lowest is kept
                             if (winners >> q) & 1:
                                 first_winner = q
+                    if uses_custom:
+                        rand = 0.0
+                        if custom_reads[READS_RAND]:
+                            rand = rand_of(
+                                seed, deal, rand_interval, rand_values, strategy_words, later_words
+                            )
+                        wrong = custom_picks(
+                            customs, uses_slot[order], custom_reads, rand, down, piles, taken,
+                            death, shown_counts, shown_seen, shown_bottoms, custom_pile,
+                        )  # fmt: skip
+                        if wrong >= 0:
+                            errors[0] = d
+                            errors[1] = wrong
+                            errors[2] = custom_pile[wrong]
+                            return out
 
                 for c in range(n_cells):
                     if cell_codes[c, 3] != order:
@@ -593,6 +690,8 @@ def play_cells(seed, first, count, cell_codes, tables, out):
                         pile = most
                     elif strategy == FEWEST:
                         pile = fewest
+                    elif strategy >= CUSTOM:  # a strategy of the user's
+                        pile = custom_pile[strategy - CUSTOM]
                     elif mode != MODE_EXCHANGE_TOP:
                         # informed / oracle: watch, one_swap and exchange at the bottom all win
                         # from the same piles (the king ends up below the rescue pile's cards).
@@ -693,6 +792,10 @@ def play(
     if count and first + count - 1 >= deals.UINT64_LIMIT:
         raise ValueError("deal: the range runs past 2**64 - 1")
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
+    mine = custom_slots(cells)
+    for c, cell in enumerate(cells):
+        if cell.custom is not None:
+            codes[c, 1] = CUSTOM + mine.index(cell.custom)
     shape = (len(RESULT_ROWS), len(cells), count)
     if into is None:
         out = np.zeros(shape, dtype=np.int8)
@@ -705,13 +808,63 @@ def play(
     # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
     out[ROW_RESTARTS] = NO_COUNT
     out[ROW_STRAY_DEATHS] = NO_COUNT
-    play_cells(np.uint64(seed), np.uint64(first), count, codes, TABLES, out)
+    errors = np.full(3, -1, dtype=np.int64)
+    play_cells(
+        np.uint64(seed), np.uint64(first), count, codes, TABLES, out, *user_functions(mine), errors
+    )
+    if errors[0] >= 0:
+        raise strategy_failure(seed, first + int(errors[0]), mine[errors[1]], cells, int(errors[2]))
     return dict(zip(RESULT_ROWS, out))
+
+
+def custom_slots(cells: list[Cell]) -> list[rules.Custom]:
+    """The strategies of the user's among ``cells``, each once, in the order they come."""
+    mine = list(dict.fromkeys(cell.custom for cell in cells if cell.custom is not None))
+    if len(mine) > MAX_CUSTOM:
+        raise ValueError(
+            f"strategy: {len(mine)} strategies of your own in one play; at most {MAX_CUSTOM}"
+        )
+    return mine
+
+
+def user_functions(mine: list[rules.Custom]) -> tuple[tuple, np.ndarray]:
+    """`play_cells`'s ``customs`` and ``custom_reads`` for the strategies ``mine``."""
+    functions = tuple(custom.compiled(strategy) for strategy in mine)
+    reads = np.zeros(3, dtype=np.int64)
+    for strategy in mine:
+        reads[READS_SEEN] |= "seen" in strategy.sees
+        reads[READS_BOTTOMS] |= "bottoms" in strategy.sees
+        reads[READS_RAND] |= "rand" in strategy.sees
+    return functions + (no_strategy,) * (MAX_CUSTOM - len(functions)), reads
+
+
+def strategy_failure(seed: int, deal: int, strategy: rules.Custom, cells, hour: int):
+    """The StrategyError of a strategy of the user's that named no rescue pile on ``deal``
+    in the kernel: the reference engine's own, replaying the deal with its Python function,
+    which says why (and what it raised); one of the kernel's answer if that plays on."""
+    from pipeline.engine import reference
+
+    cell = next(cell for cell in cells if cell.custom == strategy)
+    try:
+        reference.play(seed, deal, cell)
+    except rules.StrategyError as error:
+        return error
+    if hour == custom.RAISED:
+        return rules.StrategyError(
+            f"strategy {strategy.name!r} raised an error on deal {deal} compiled by numba "
+            "(its Python function did not: an index out of range?)"
+        )
+    return rules.strategy_error(
+        strategy.name,
+        deal,
+        hour,
+        "compiled by numba it names no pile holding cards (its Python function named another)",
+    )
 
 
 @nb.njit(cache=True)
 def _deck_ranks(seed, first, count, tables, decks):
-    _, ranges, thresholds = tables
+    _, ranges, thresholds, _, _ = tables
     ranks = np.zeros((LANES, N_CARDS), dtype=np.uint8)
     words = np.empty((4 * SHUFFLE_BLOCKS, LANES), dtype=np.uint64)
     draws = np.empty((LANES, N_BATCHES * BATCH_WIDTH), dtype=np.uint64)

@@ -329,6 +329,56 @@ def rescue_win_given_down(
     return chosen / down
 
 
+# --- Strategies of the user's -------------------------------------------------------------
+#
+# One that reads only the counts (and `rand`, which is independent of the deal) picks a pile
+# from the count vector d alone, so the sum above runs over every vector d with its weight
+# prod C(suits, d_q): 5**12 vectors, each played by the strategy compiled (`custom.count_totals`,
+# a second or so; 46 times as many calls, a few minutes, for one that reads `rand`, once for
+# each of its values, weighted by its law).
+
+
+@cache
+def _custom_totals(strategy: rules.Custom, ranks: int, suits: int) -> tuple[tuple[int, ...], ...]:
+    from pipeline.engine import custom
+
+    return custom.count_totals(strategy, ranks, suits)
+
+
+def custom_rescue_win_given_down(
+    strategy: rules.Custom,
+    down: int,
+    ranks: int = HOUR_RANKS,
+    suits: int = SUITS,
+    depth: str = "bottom",
+) -> Fraction:
+    """P(win | down_at_stop = U) for a rescue under a counts-only strategy of the user's (as
+    `rescue_win_given_down` for a built-in one). StrategyError if it names no pile holding
+    cards for some count vector."""
+    if not strategy.counts_only:
+        raise ValueError(f"strategy: {strategy.name!r} reads more than the counts: no exact value")
+    if depth not in rules.DEPTHS:
+        raise ValueError(f"depth: {depth!r}; expected one of {', '.join(rules.DEPTHS)}")
+    if down == 0:
+        return Fraction(1)
+    bottom, top = _custom_totals(strategy, ranks, suits)
+    chosen = (bottom if depth == "bottom" else top)[down]
+    return Fraction(chosen, comb(ranks * suits, down) * rules.RAND_GRID * down)
+
+
+def custom_rescue_win(
+    strategy: rules.Custom, ranks: int = HOUR_RANKS, suits: int = SUITS, depth: str = "bottom"
+) -> Fraction:
+    """P(win) for a rescue under a counts-only strategy of the user's (`rescue_win`)."""
+    return sum(
+        (
+            chance * custom_rescue_win_given_down(strategy, down, ranks, suits, depth)
+            for down, chance in down_at_stop_law(ranks, suits).items()
+        ),
+        Fraction(0),
+    )
+
+
 def rescue_win(
     strategy: str, ranks: int = HOUR_RANKS, suits: int = SUITS, depth: str = "bottom"
 ) -> Fraction:
@@ -373,16 +423,47 @@ def exact_win_of(cell: Cell) -> Fraction | None:
     # cells, so only variant, strategy and depth matter.
     if rules.wins_as_standard(cell.variant):
         return standard_win()
+    if cell.custom is not None:
+        if not cell.custom.counts_only:
+            return None
+        return custom_rescue_win(cell.custom, depth=_rescue_depth(cell))
     if cell.has_rescue:
         return rescue_win(cell.strategy, depth=_rescue_depth(cell))
     return None
 
 
 def exact_win_given_down_of(cell: Cell, down: int) -> Fraction | None:
-    """The exact P(win | down_at_stop = down) of a rescue cell, None for other cells."""
+    """The exact P(win | down_at_stop = down) of a rescue cell, None for other cells (and
+    for a strategy of the user's that reads more than the counts)."""
     if not cell.has_rescue:
         return None
+    if cell.custom is not None:
+        if not cell.custom.counts_only:
+            return None
+        return custom_rescue_win_given_down(cell.custom, down, depth=_rescue_depth(cell))
     return rescue_win_given_down(cell.strategy, down, depth=_rescue_depth(cell))
+
+
+def bound_of(cell: Cell) -> tuple[str, Fraction] | None:
+    """What no strategy of ``cell``'s kind can beat, and whose exact value that is; None for
+    a cell without a rescue.
+
+    Given all a player sees with the bottoms face down (the counts, the cards turned, and a
+    draw of its own), the unseen cards lie in a uniformly random arrangement, so a rescue at
+    p wins with chance d_p / U, at the top [d_p = 1] / U (docs/rules.md, the hint). A
+    strategy that reads no bottom card therefore wins with chance at most E[max_p d_p / U]:
+    `most`'s value; at the top, E[[some d_p = 1] / U]: `fewest`'s, which takes a pile of one
+    card whenever there is one. One that reads the face-up bottoms sees what the `oracle`
+    peeks at, and wins at most as often."""
+    if not cell.has_rescue:
+        return None
+    depth = _rescue_depth(cell)
+    if cell.strategy in BOTTOM_STRATEGIES or (
+        cell.custom is not None and cell.custom.reads_bottoms
+    ):
+        return "oracle", rescue_win("oracle", depth=depth)
+    best = "fewest" if depth == "top" else "most"
+    return best, rescue_win(best, depth=depth)
 
 
 def fraction_text(value: Fraction) -> str:
@@ -390,19 +471,32 @@ def fraction_text(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
+def _record(variant, strategy, depth, quantity: str, value: Fraction) -> dict:
+    """One record of `clocksweep odds --json`."""
+    return {
+        "variant": variant,
+        "strategy": strategy,
+        "depth": depth,
+        "quantity": quantity,
+        "exact": fraction_text(value),
+    }
+
+
+def custom_exact_values(strategy: rules.Custom) -> list[dict]:
+    """A counts-only strategy of the user's exact P(win) under each rescue, as the records
+    `clocksweep odds --strategy` prints (`exact_values`' form)."""
+    records = []
+    for variant in rules.RESCUE_VARIANTS:
+        for depth in rules.DEPTHS if variant == "exchange" else (None,):
+            value = custom_rescue_win(strategy, depth=depth or "bottom")
+            records.append(_record(variant, strategy.name, depth, "P(win)", value))
+    return records
+
+
 def exact_values() -> list[dict]:
     """The exact values of docs/rules.md, exact odds, as the records `clocksweep odds --json`
     prints: variant, strategy and depth (null where they do not apply), quantity, exact."""
-
-    def record(variant, strategy, depth, quantity: str, value: Fraction) -> dict:
-        return {
-            "variant": variant,
-            "strategy": strategy,
-            "depth": depth,
-            "quantity": quantity,
-            "exact": fraction_text(value),
-        }
-
+    record = _record
     records = [record("standard", None, None, "P(win)", standard_win())]
     for turned, chance in cards_turned_law().items():
         records.append(record("standard", None, None, f"P(cards_turned={turned})", chance))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from pipeline.engine import deals, rules
+from pipeline.engine import custom, deals, rules
 from pipeline.engine.record import DealRecord
 from pipeline.engine.rules import (
     CENTRE,
@@ -153,6 +153,7 @@ def play(seed: int, deal: int, cell: Cell, table: Table | None = None) -> DealRe
     """Play one deal under one cell. Pass a ``table`` to keep its steps for a replay."""
     if table is None:
         table = Table(down=layout(seed, deal, cell.order))
+    dealt = [list(pile) for pile in table.down]
     deaths, restart_piles = [], []
 
     kings_at_bottom = sum(rank_of(table.down[hour][-1]) == KING for hour in range(N_HOURS))
@@ -168,9 +169,12 @@ def play(seed: int, deal: int, cell: Cell, table: Table | None = None) -> DealRe
         random_index = (
             deals.strategy_draw(seed, deal, n_eligible) if cell.strategy == "random" else 0
         )
-        pile = rules.choose_pile(
-            cell.strategy, cell.variant, cell.depth, down, bottom_home, random_index
-        )
+        if cell.custom is not None:
+            pile = custom_pile(seed, deal, cell.custom, table, dealt, deaths[0])
+        else:
+            pile = rules.choose_pile(
+                cell.strategy, cell.variant, cell.depth, down, bottom_home, random_index
+            )
         rescue_pile = pile + 1
         hint = rules.hint(cell.variant, cell.depth, cell.finale, pile, down, bottom_home)
         king = table.up[CENTRE].pop()  # the fourth king, just placed
@@ -201,6 +205,23 @@ def play(seed: int, deal: int, cell: Cell, table: Table | None = None) -> DealRe
         deaths=tuple(deaths),
         restart_piles=tuple(restart_piles),
     )
+
+
+def custom_pile(
+    seed: int, deal: int, strategy: rules.Custom, table: Table, dealt: list[list[int]], died: int
+) -> int:
+    """The pile a strategy of the user's rescues at: its Python function, shown what the
+    player sees (`rules.SEES`) of the table at the first death, ``dealt`` being the layout."""
+    taken = [
+        [rank_of(card) for card in pile[: len(pile) - len(table.down[q])]]
+        for q, pile in enumerate(dealt)
+    ]
+    bottoms = [rank_of(pile[-1]) for pile in dealt]
+    rand = 0.0
+    if "rand" in strategy.sees:
+        rand = rules.rand_value(deals.strategy_draw(seed, deal, rules.RAND_GRID))
+    seen = custom.seen_matrix(taken, died)
+    return custom.pick_python(strategy, deal, table.down_counts(), seen, bottoms, rand)
 
 
 def rescue(table: Table, cell: Cell, pile: int, king: int) -> None:

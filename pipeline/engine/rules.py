@@ -11,9 +11,11 @@ home pile index is simply its rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import product
+from math import lcm
 
 RANKS = "A23456789TJQK"
 SUITS = "CDHS"
@@ -32,6 +34,7 @@ STRATEGIES = ("clockwise", "random", "most", "fewest", "informed", "oracle")
 FINALES = ("down", "up")
 ORDERS = ("round-robin", "packets")
 DEPTHS = ("bottom", "top")
+CUSTOM = len(STRATEGIES)  # the strategy code of every strategy of the user's (`Cell.codes`)
 
 # The axes a cell varies on, with their names: the label columns of every record, in this order.
 AXES = {
@@ -57,6 +60,83 @@ PEEKING_STRATEGIES = ("oracle",)
 # Strategies that pick from the bottom cards (`informed` face up, `oracle` peeking): both take
 # the first pile whose rescue the bottoms prove wins.
 BOTTOM_STRATEGIES = ("informed", "oracle")
+
+# --- Strategies of the user's -------------------------------------------------------------
+#
+# A strategy of the user's is a function whose parameters, by their names, say what it sees
+# at the rescue (docs/rules.md, strategies of your own): `counts`, the face-down cards of each
+# hour pile (int64[12], hours 1..12); `seen`, the cards taken so far (int64[13, 14]: row q,
+# pile q; column r < 13, cards of rank r taken from it; column 13, 1 at the pile where the
+# chain died); `bottoms`, each pile's bottom card as dealt, its rank (int64[13], face-up
+# finales only); `rand`, a number from the deal's strategy stream. It returns an hour 1..12
+# of a pile that holds face-down cards.
+SEES = ("counts", "seen", "bottoms", "rand")
+MAX_CUSTOM = 8  # strategies of the user's one sweep (one kernel call) may play
+SEEN_COLUMNS = N_PILES + 1  # the ranks A..K, then where the chain died
+DIED = N_PILES  # `seen`'s column of the pile where the chain died
+
+# `rand` is uniform on [0, 1) rounded to the middle of its interval between consecutive
+# fractions k/n with n <= 12 (the Farey sequence of order 12): so int(rand * n) is an exactly
+# uniform choice among n piles for every n from 1 to 12, rand < k/n has chance exactly k/n,
+# and rand takes RAND_VALUES' 46 values only, which is what lets `odds` give the exact value
+# of a strategy that reads it. It is drawn as an integer uniform in [0, RAND_GRID) from the
+# deal's strategy stream, as `random`'s draw is (`deals.strategy_draw`).
+RAND_GRID = lcm(*range(1, N_HOURS + 1))  # 27720: every k/n, n <= 12, is a multiple of 1/RAND_GRID
+# The fractions k/n, n <= 12, in [0, 1], as numerators over RAND_GRID, ascending.
+RAND_BREAKS = tuple(
+    sorted({k * (RAND_GRID // n) for n in range(1, N_HOURS + 1) for k in range(n)} | {RAND_GRID})
+)
+# `rand`'s law: (value, chance) per interval; the value is a float as the engines give it.
+RAND_LAW = tuple(
+    (Fraction(low + high, 2 * RAND_GRID), Fraction(high - low, RAND_GRID))
+    for low, high in zip(RAND_BREAKS, RAND_BREAKS[1:])
+)
+RAND_VALUES = tuple(float(value) for value, _ in RAND_LAW)
+
+
+def rand_value(draw: int) -> float:
+    """`rand` for a draw uniform in [0, RAND_GRID): the middle of the interval between
+    consecutive fractions k/n (n <= 12) that holds draw / RAND_GRID."""
+    if not 0 <= draw < RAND_GRID:
+        raise ValueError(f"draw: {draw} is not in 0..{RAND_GRID - 1}")
+    return RAND_VALUES[bisect_right(RAND_BREAKS, draw) - 1]
+
+
+@dataclass(frozen=True, order=True)
+class Custom:
+    """A rescue strategy of the user's (`pipeline.engine.custom` reads and compiles it).
+
+    Two are the same strategy when their name, what they see and their source's digest are:
+    where the source came from, and its text (the digest stands for it), do not count.
+    """
+
+    name: str  # its label in every record: the function's name
+    sees: tuple[str, ...]  # its parameters, from SEES, in the function's order
+    digest: str  # sha256 of the source below
+    spec: str = field(default="", compare=False)  # as the config names it: FILE.py:FUNCTION
+    source: str = field(default="", compare=False, repr=False)  # its file's or module's text
+
+    def __post_init__(self) -> None:
+        if self.name in STRATEGIES:
+            raise RuleError(
+                f"strategy: {self.spec or self.name!r} clashes with the built-in strategy "
+                f"{self.name!r}; rename the function"
+            )
+        unknown = [name for name in self.sees if name not in SEES]
+        if unknown:
+            raise RuleError(
+                f"strategy: {self.name!r} asks for {unknown[0]!r}; a strategy may see "
+                f"{', '.join(SEES)}"
+            )
+
+    @property
+    def reads_bottoms(self) -> bool:
+        return "bottoms" in self.sees
+
+    @property
+    def counts_only(self) -> bool:
+        """Whether it reads nothing but the counts (and `rand`): then `odds` has its value."""
+        return not {"seen", "bottoms"} & set(self.sees)
 
 
 def rank_of(card: int) -> int:
@@ -121,20 +201,32 @@ class Cell:
     finale: str = "down"
     order: str = "round-robin"
     depth: str | None = None
+    # A strategy of the user's: ``strategy`` is then its name.
+    custom: Custom | None = None
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
         check_choice("finale", self.finale, FINALES)
         check_choice("order", self.order, ORDERS)
+        if self.custom is not None and self.strategy != self.custom.name:
+            raise RuleError(
+                f"strategy: {self.strategy!r} is not the name of its function {self.custom.name!r}"
+            )
         if self.variant in RESCUE_VARIANTS:
             if self.strategy is None:
                 raise RuleError(
                     f"strategy: variant {self.variant!r} needs one of {', '.join(STRATEGIES)}"
                 )
-            check_choice("strategy", self.strategy, STRATEGIES)
+            if self.custom is None:
+                check_choice("strategy", self.strategy, STRATEGIES)
             if self.strategy == "informed" and self.finale != "up":
                 raise RuleError(
                     "strategy: 'informed' reads the face-up bottom cards, so it needs finale = 'up'"
+                )
+            if self.custom is not None and self.custom.reads_bottoms and self.finale != "up":
+                raise RuleError(
+                    f"strategy: {self.strategy!r} reads bottoms, the face-up bottom cards, "
+                    "so it needs finale = 'up'"
                 )
         elif self.strategy is not None:
             raise RuleError(
@@ -164,10 +256,15 @@ class Cell:
         return " ".join(parts)
 
     def codes(self) -> tuple[int, int, int, int, int]:
-        """Integer codes for the kernel: indices into the name tuples, -1 for none."""
+        """Integer codes for the kernel: indices into the name tuples, -1 for none; a
+        strategy of the user's is CUSTOM (the kernel adds its place among the call's)."""
+        if self.custom is not None:
+            strategy = CUSTOM
+        else:
+            strategy = STRATEGIES.index(self.strategy) if self.strategy else -1
         return (
             VARIANTS.index(self.variant),
-            STRATEGIES.index(self.strategy) if self.strategy else -1,
+            strategy,
             FINALES.index(self.finale),
             ORDERS.index(self.order),
             DEPTHS.index(self.depth) if self.depth else -1,
@@ -179,18 +276,20 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
         raise RuleError(f"{name}: {value!r} is not known; allowed: {', '.join(allowed)}")
 
 
-def expand(grid: dict[str, tuple[str, ...]]) -> list[Cell]:
+def expand(grid: dict[str, tuple[str, ...]], customs: tuple[Custom, ...] = ()) -> list[Cell]:
     """Every cell the rules allow in a grid (a tuple of names per axis of AXES), in the one
     order every sweep and record uses: order, finale, variant, then strategy and depth.
     Strategies apply to rescue variants only, depths to `exchange` only; other combinations
-    (such as `informed` with face-down finales) are left out. RuleError if none is left."""
+    (such as `informed` with face-down finales) are left out. RuleError if none is left.
+    A strategy named in ``customs`` is that strategy of the user's."""
+    by_name = {custom.name: custom for custom in customs}
     cells, refusals = [], []
     for order, finale, variant in product(grid["order"], grid["finale"], grid["variant"]):
         strategies = grid["strategy"] if variant in RESCUE_VARIANTS else (None,)
         depths = grid["depth"] if variant == "exchange" else (None,)
         for strategy, depth in product(strategies, depths):
             try:
-                cells.append(Cell(variant, strategy, finale, order, depth))
+                cells.append(Cell(variant, strategy, finale, order, depth, by_name.get(strategy)))
             except RuleError as refusal:
                 refusals.append(str(refusal))
     if not cells:
@@ -315,6 +414,29 @@ def choose_pile(
         winners = winning_piles(variant, depth, bottom_home, down)
         return winners[0] if winners else most
     raise RuleError(f"strategy: {strategy!r} is not known; allowed: {', '.join(STRATEGIES)}")
+
+
+class StrategyError(RuleError):
+    """A strategy of the user's that raised, or named no pile a rescue may use, on a deal."""
+
+
+def pick_problem(hour, down: list[int]) -> str | None:
+    """Why a strategy's answer ``hour`` is not a rescue pile, given the face-down counts
+    ``down`` (by pile index): None if it is one."""
+    holding = ", ".join(str(p + 1) for p in eligible_piles(down))
+    if isinstance(hour, bool) or not isinstance(hour, int):
+        return f"not an hour, an integer 1..{N_HOURS} (hours holding cards: {holding})"
+    if not 1 <= hour <= N_HOURS:
+        return f"not an hour 1..{N_HOURS} (hours holding cards: {holding})"
+    if down[hour - 1] == 0:
+        return f"hour {hour} holds no face-down card (hours holding cards: {holding})"
+    return None
+
+
+def strategy_error(name: str, deal: int | None, hour: object, why: str) -> StrategyError:
+    """The one line a strategy that gave no rescue pile stops a sweep with."""
+    where = f"deal {deal}" if deal is not None else "a deal"
+    return StrategyError(f"strategy {name!r} returned hour {hour} on {where}: {why}")
 
 
 def hint(

@@ -7,18 +7,24 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pipeline.engine import deals
+from pipeline.engine import deals, rules
 from pipeline.engine.rules import Cell
 
 
 def cell_record(cell: Cell) -> dict:
-    return {
+    """A cell as the identity and run.json list it. A strategy of the user's adds what it
+    sees and its source's digest (so that a changed function is another cell); the built-in
+    cells' records, and so their hashes, are as they were before there were any."""
+    record = {
         "variant": cell.variant,
         "strategy": cell.strategy,
         "finale": cell.finale,
         "order": cell.order,
         "depth": cell.depth,
     }
+    if cell.custom is not None:
+        record["custom"] = {"sees": list(cell.custom.sees), "digest": cell.custom.digest}
+    return record
 
 
 def result_schema_version(record: str) -> str:
@@ -59,3 +65,41 @@ def group_identity(identity: dict, cells, grows: str | None) -> dict:
     shards were paired with (so that its files are never read beside other groups')."""
     grouped = {**identity, "cells": [cell_record(cell) for cell in cells]}
     return grouped if grows is None else {**grouped, "grows": grows}
+
+
+def custom_records(customs) -> dict:
+    """Strategies of the user's as run.json's config records them (``custom``): by name, how
+    the config named each, what it sees and its source's digest (the source itself under
+    ``custom_source``, `custom_sources`), so that a reader of the results (the report,
+    `validate`) knows each without the user's file."""
+    return {
+        strategy.name: {
+            "spec": strategy.spec,
+            "sees": list(strategy.sees),
+            "digest": strategy.digest,
+        }
+        for strategy in customs
+    }
+
+
+def custom_sources(customs) -> dict:
+    """The sources of strategies of the user's, by digest: a file that holds several once."""
+    return {strategy.digest: strategy.source for strategy in customs}
+
+
+def customs_of(config: dict) -> tuple[rules.Custom, ...]:
+    """The strategies of the user's a recorded config names (``custom``, ``custom_source``);
+    ValueError (KeyError, TypeError) where the record is not one, or a source is not its
+    digest's."""
+    sources = config.get("custom_source") or {}
+    customs = []
+    for name, recorded in (config.get("custom") or {}).items():
+        source = sources[recorded["digest"]]
+        if hashlib.sha256(source.encode()).hexdigest() != recorded["digest"]:
+            raise ValueError(f"strategy {name!r}: its source is not the one its digest names")
+        customs.append(
+            rules.Custom(
+                name, tuple(recorded["sees"]), recorded["digest"], recorded["spec"], source
+            )
+        )
+    return tuple(customs)

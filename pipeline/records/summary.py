@@ -60,6 +60,7 @@ import functools
 import threading
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +69,7 @@ import pyarrow.compute as pc
 from pipeline.engine import pairing, rules
 from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
+from pipeline.inference.claims import RUN_BLOCK
 from pipeline.records import schema
 
 
@@ -94,7 +96,7 @@ def _compiled_on_first_call(function):
 
 SUMMARY_SCHEMA_VERSION = "clocksweep-summary/2"
 
-BLOCK = 13  # deals per block: "thirteen straight losses" (seed 001)
+BLOCK = RUN_BLOCK  # deals per block: "thirteen straight losses" (a losing_runs claim)
 
 LABEL_COLUMNS = schema.LABEL_COLUMNS
 
@@ -169,12 +171,26 @@ _HINT_ONE = int(np.searchsorted(HINT_VALUES, np.float32(1))) + 1
 POLARS_ENUM_KEY = b"_PL_ENUM_VALUES2"
 
 
+def strategy_names(cells: Sequence[Cell]) -> tuple[str, ...]:
+    """The names of the strategy label in tables of ``cells``: the built-in strategies, then
+    the user's among ``cells`` in the order they come (a sweep of built-ins only: the
+    rules' names, as before there were others)."""
+    mine = (cell.strategy for cell in cells if cell.custom is not None)
+    return rules.STRATEGIES + tuple(dict.fromkeys(mine))
+
+
+def label_names(name: str, strategies: tuple[str, ...] = rules.STRATEGIES) -> tuple[str, ...]:
+    """The names of a label column (``name``, an axis): the rules', and for the strategy,
+    ``strategies`` (`strategy_names`)."""
+    return strategies if name == "strategy" else rules.AXES[name]
+
+
 @functools.cache
-def label_field(name: str) -> pa.Field:
-    """The Arrow field of a label column: Polars' export of an Enum over the rules' names,
-    made here, so that a worker writing a shard need not import Polars (a tenth of a second
-    and more of each worker's first shard)."""
-    values = "".join(f"{len(value.encode())};{value}" for value in rules.AXES[name])
+def label_field(name: str, strategies: tuple[str, ...] = rules.STRATEGIES) -> pa.Field:
+    """The Arrow field of a label column: Polars' export of an Enum over its names
+    (`label_names`), made here, so that a worker writing a shard need not import Polars (a
+    tenth of a second and more of each worker's first shard)."""
+    values = "".join(f"{len(value.encode())};{value}" for value in label_names(name, strategies))
     return pa.field(
         name,
         pa.dictionary(pa.uint8(), pa.large_string(), ordered=True),
@@ -187,29 +203,38 @@ def _label_name(column: str) -> str:
 
 
 @functools.cache
-def label_column_field(column: str) -> pa.Field:
-    base = label_field(_label_name(column))
+def label_column_field(column: str, strategies: tuple[str, ...] = rules.STRATEGIES) -> pa.Field:
+    base = label_field(_label_name(column), strategies)
     return pa.field(column, base.type, nullable=True, metadata=base.metadata)
 
 
-def _schema(table: str) -> pa.Schema:
+def _schema(table: str, strategies: tuple[str, ...]) -> pa.Schema:
     keys, counts = TABLES[table]
     if table == "pairs":
-        fields = [label_column_field(column) for column in keys]
+        fields = [label_column_field(column, strategies) for column in keys]
     else:
-        fields = [label_column_field(column) for column in LABEL_COLUMNS]
+        fields = [label_column_field(column, strategies) for column in LABEL_COLUMNS]
         fields += [pa.field(column, VALUE_TYPES[column]) for column in keys]
     fields += [pa.field(column, pa.int64()) for column in counts]
     return pa.schema(fields)
 
 
-SCHEMAS: dict[str, pa.Schema] = {table: _schema(table) for table in TABLES}
+@functools.cache
+def schemas(strategies: tuple[str, ...] = rules.STRATEGIES) -> dict[str, pa.Schema]:
+    """The summary tables' schemas, their strategy label over ``strategies``."""
+    return {table: _schema(table, strategies) for table in TABLES}
 
 
-def _label_array(column: str, values: list[str | None], index: np.ndarray) -> pa.Array:
+# The schemas of a sweep of the built-in strategies only.
+SCHEMAS: dict[str, pa.Schema] = schemas()
+
+
+def _label_array(
+    column: str, values: list[str | None], index: np.ndarray, strategies: tuple[str, ...]
+) -> pa.Array:
     """A label column for rows whose cell is ``index`` (into ``values``, one per cell)."""
-    field = label_column_field(column)
-    names = rules.AXES[_label_name(column)]
+    field = label_column_field(column, strategies)
+    names = label_names(_label_name(column), strategies)
     codes = np.array([names.index(v) if v is not None else 0 for v in values], dtype=np.uint8)
     null = np.array([v is None for v in values], dtype=bool)
     row_codes = codes[index] if len(values) else np.zeros(0, dtype=np.uint8)
@@ -221,10 +246,13 @@ def _label_array(column: str, values: list[str | None], index: np.ndarray) -> pa
     )
 
 
-def cell_labels(cells: Sequence[Cell], prefix: str, index: np.ndarray) -> dict[str, pa.Array]:
+def cell_labels(
+    cells: Sequence[Cell], prefix: str, index: np.ndarray, strategies: tuple[str, ...]
+) -> dict[str, pa.Array]:
+    """The label columns of rows whose cell is ``index`` (into ``cells``)."""
     return {
         f"{prefix}{name}": _label_array(
-            f"{prefix}{name}", [getattr(cell, name) for cell in cells], index
+            f"{prefix}{name}", [getattr(cell, name) for cell in cells], index, strategies
         )
         for name in LABEL_COLUMNS
     }
@@ -379,65 +407,83 @@ def _count(
     return 0, -1
 
 
-LABEL_RADICES = np.array([len(rules.AXES[name]) + 1 for name in LABEL_COLUMNS], dtype=np.int64)
+class LabelLut(NamedTuple):
+    """Which cell a row's labels name (`label_code_lut`): ``strategies``, the strategy
+    label's names; ``radices``, each label column's names, null and a name of none of them
+    (a strategy of the user's that other cells play); ``cells``, the cell index by label
+    code, -1 for labels of no cell."""
+
+    strategies: tuple[str, ...]
+    radices: np.ndarray
+    cells: np.ndarray
 
 
-def label_code(cell: Cell) -> int:
-    """A cell's labels as one integer: mixed radix over LABEL_COLUMNS (null = the names' count)."""
+def label_code(cell: Cell, strategies: tuple[str, ...] = rules.STRATEGIES) -> int:
+    """A cell's labels as one integer: mixed radix over LABEL_COLUMNS, each digit a name's
+    index, the names' count for null (and one more for a name of none: `label_codes`)."""
     code = 0
-    for name, radix in zip(reversed(LABEL_COLUMNS), reversed(LABEL_RADICES)):
-        names, value = rules.AXES[name], getattr(cell, name)
-        code = code * int(radix) + (names.index(value) if value is not None else len(names))
+    for name in reversed(LABEL_COLUMNS):
+        names, value = label_names(name, strategies), getattr(cell, name)
+        code = code * (len(names) + 2) + (names.index(value) if value is not None else len(names))
     return code
 
 
-def label_code_lut(cells: Sequence[Cell]) -> np.ndarray:
-    """Cell index by label code (`label_code`), -1 for labels of no cell in ``cells``."""
-    lut = np.full(int(np.prod(LABEL_RADICES)), -1, dtype=np.int64)
+def label_code_lut(cells: Sequence[Cell]) -> LabelLut:
+    """The cell index of each label code (`label_code`) of ``cells``' labels."""
+    strategies = strategy_names(cells)
+    radices = np.array(
+        [len(label_names(name, strategies)) + 2 for name in LABEL_COLUMNS], dtype=np.int64
+    )
+    lut = np.full(int(np.prod(radices)), -1, dtype=np.int64)
     for index, cell in enumerate(cells):
-        lut[label_code(cell)] = index
-    return lut
+        lut[label_code(cell, strategies)] = index
+    return LabelLut(strategies, radices, lut)
 
 
-def label_codes(column: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """A label column of a row batch: (dictionary index per row, index in the rules' names
-    per dictionary entry, then the names' count for null)."""
-    names = rules.AXES[name]
+def label_codes(
+    column: pa.Array, name: str, strategies: tuple[str, ...] = rules.STRATEGIES
+) -> tuple[np.ndarray, np.ndarray]:
+    """A label column of a row batch: (dictionary index per row, index in the label's names
+    per dictionary entry, then the names' count for null). An entry of none of the names (a
+    strategy of the user's that cells of another group play, in that group's files) has
+    the count plus one: rows of it are of no cell of ``strategies``'."""
+    names = label_names(name, strategies)
     n = len(column)
     if column.null_count == n:
         return np.zeros(n, dtype=np.int8), np.array([len(names)])
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
     dictionary = column.dictionary.to_pylist()
-    unknown = [v for v in dictionary if v not in names]
-    if unknown:
-        raise ValueError(f"{name}: {unknown[0]!r} is not a name of the rules")
     indices = column.indices
     if column.null_count:
         indices = pc.fill_null(indices, len(dictionary))
     return (
         indices.to_numpy(zero_copy_only=False),
-        np.array([names.index(v) for v in dictionary] + [len(names)]),
+        np.array(
+            [names.index(v) if v in names else len(names) + 1 for v in dictionary] + [len(names)]
+        ),
     )
 
 
-def batch_runs(batch, cell_lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def batch_runs(batch, lut: LabelLut) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A row batch's rows as runs of one cell: (cell index per run, starts, ends).
 
     Labels come in long runs (a writer writes a cell's deals together), so each label's
     changes are found by one vectorised comparison and only run starts are looked up.
     """
     n = batch.num_rows
-    labels = [(name, *label_codes(batch.column(name), name)) for name in LABEL_COLUMNS]
+    labels = [
+        (name, *label_codes(batch.column(name), name, lut.strategies)) for name in LABEL_COLUMNS
+    ]
     change = np.unique(
         np.concatenate([np.flatnonzero(index[1:] != index[:-1]) + 1 for _, index, _ in labels])
     )
     starts = np.concatenate(([0], change)).astype(np.int64)
     ends = np.concatenate((change, [n])).astype(np.int64)
     code = np.zeros(len(starts), dtype=np.int64)
-    for (_, index, lut), radix in zip(reversed(labels), reversed(LABEL_RADICES)):
-        code = code * int(radix) + lut[index[starts].astype(np.int64)]
-    return cell_lut[code], starts, ends
+    for (_, index, names), radix in zip(reversed(labels), reversed(lut.radices)):
+        code = code * int(radix) + names[index[starts].astype(np.int64)]
+    return lut.cells[code], starts, ends
 
 
 _EMPTY_F32 = np.zeros(0, dtype=np.float32)
@@ -453,8 +499,9 @@ class FactCounts:
     cell, and two claims need only these counts, so per-deal records do not carry them.
     """
 
-    def __init__(self, cells: Sequence[Cell]):
+    def __init__(self, cells: Sequence[Cell], strategies: tuple[str, ...] | None = None):
         self.cells = list(cells)
+        self.strategies = strategies or strategy_names(self.cells)  # the label's names
         self.tally = np.zeros((len(self.cells), 2 * FACT_RANGE * FACT_RANGE), dtype=np.int64)
 
     def add(self, cell: int, won, kings_at_bottom, unvisited_at_third_king) -> None:
@@ -488,13 +535,13 @@ class FactCounts:
         cell, key = np.nonzero(self.tally)
         n = self.tally[cell, key]
         columns = {
-            **cell_labels(self.cells, "", cell),
+            **cell_labels(self.cells, "", cell, self.strategies),
             "won": pa.array((key // FACT_RANGE**2).astype(bool)),
             "kings_at_bottom": pa.array((key // FACT_RANGE % FACT_RANGE).astype(np.int8)),
             "unvisited_at_third_king": pa.array((key % FACT_RANGE).astype(np.int8)),
             "n": pa.array(n.astype(np.int64)),
         }
-        return pa.table(columns, schema=SCHEMAS["facts"])
+        return pa.table(columns, schema=schemas(self.strategies)["facts"])
 
 
 class ShardSummary:
@@ -504,8 +551,17 @@ class ShardSummary:
     and ``count`` give the deal numbers covered, for the pair and block tables.
     """
 
-    def __init__(self, cells: Sequence[Cell], first: int, count: int):
+    def __init__(
+        self,
+        cells: Sequence[Cell],
+        first: int,
+        count: int,
+        strategies: tuple[str, ...] | None = None,
+    ):
         self.cells = list(cells)
+        # The strategy label's names in its tables (`strategy_names`; those of more cells
+        # than these where its tables are summed with theirs).
+        self.strategies = strategies or strategy_names(self.cells)
         self.first, self.count = first, count
         n_cells = len(self.cells)
         self.won = np.zeros((n_cells, count), dtype=bool)
@@ -518,7 +574,7 @@ class ShardSummary:
         self.restart_counts = np.zeros((len(replays), RESTART_SIZE), dtype=np.int64)
         self.turned = np.zeros((n_cells, 2 * TURNED_RANGE), dtype=np.int64)
         self.piles = np.zeros((n_cells, 2 * PILE_RANGE), dtype=np.int64)
-        self.facts = FactCounts(self.cells)
+        self.facts = FactCounts(self.cells, self.strategies)
 
     def _tallies(self):
         return (
@@ -670,8 +726,8 @@ class ShardSummary:
             "counts": self._counts(),
             "turned": self._simple(self.turned, TURNED_RANGE, "cards_turned", None),
             "piles": self._simple(self.piles, PILE_RANGE, "rescue_pile", 0),
-            "pairs": pair_table(self.cells, self.won, present),
-            "blocks": block_table(self.cells, self.won, present),
+            "pairs": pair_table(self.cells, self.won, present, strategies=self.strategies),
+            "blocks": block_table(self.cells, self.won, present, self.strategies),
             "facts": self.facts.table(),
         }
 
@@ -699,7 +755,7 @@ class ShardSummary:
         )
         hint_value = np.concatenate(([0], HINT_VALUES))[hint].astype(np.float32)
         columns = {
-            **cell_labels(self.cells, "", cell),
+            **cell_labels(self.cells, "", cell, self.strategies),
             "won": pa.array(won.astype(bool)),
             "down_at_stop": pa.array(down.astype(np.int8)),
             "hint": _masked(hint_value, hint == 0, pa.float32()),
@@ -707,7 +763,7 @@ class ShardSummary:
             "stray_deaths": _masked(stray + NO_COUNT, stray == 0, pa.int8()),
             "n": pa.array(n.astype(np.int64)),
         }
-        return pa.table(columns, schema=SCHEMAS["counts"])
+        return pa.table(columns, schema=schemas(self.strategies)["counts"])
 
     def _simple(self, tally: np.ndarray, value_range: int, column: str, null_value) -> pa.Table:
         cell, key = np.nonzero(tally)
@@ -715,12 +771,13 @@ class ShardSummary:
         won, value = key // value_range, key % value_range
         null = value == null_value if null_value is not None else np.zeros(len(value), dtype=bool)
         columns = {
-            **cell_labels(self.cells, "", cell),
+            **cell_labels(self.cells, "", cell, self.strategies),
             "won": pa.array(won.astype(bool)),
             column: _masked(value, null, pa.int8()),
             "n": pa.array(n.astype(np.int64)),
         }
-        return pa.table(columns, schema=SCHEMAS[column == "cards_turned" and "turned" or "piles"])
+        table = "turned" if column == "cards_turned" else "piles"
+        return pa.table(columns, schema=schemas(self.strategies)[table])
 
 
 # --- Pairs and blocks ---------------------------------------------------------------------
@@ -732,8 +789,8 @@ class KernelBatches(ShardSummary):
     summed, and every table made once, at the end (each batch's own tables, summed by
     `combine`, cost a twentieth of the kernel's time)."""
 
-    def __init__(self, cells: Sequence[Cell]):
-        super().__init__(cells, 0, 0)
+    def __init__(self, cells: Sequence[Cell], strategies: tuple[str, ...] | None = None):
+        super().__init__(cells, 0, 0, strategies)
         self.pairs = pairing.pairs(self.cells)
         self.pair_sums = np.zeros((len(self.pairs), 4), dtype=np.int64)
         self.block_sums = np.zeros((len(self.cells), BLOCK + 1), dtype=np.int64)
@@ -766,8 +823,8 @@ class KernelBatches(ShardSummary):
             "counts": self._counts(),
             "turned": self._simple(self.turned, TURNED_RANGE, "cards_turned", None),
             "piles": self._simple(self.piles, PILE_RANGE, "rescue_pile", 0),
-            "pairs": pair_table_of(self.cells, self.pairs, self.pair_sums),
-            "blocks": block_table_of(self.cells, self.block_sums),
+            "pairs": pair_table_of(self.cells, self.pairs, self.pair_sums, self.strategies),
+            "blocks": block_table_of(self.cells, self.block_sums, self.strategies),
             "facts": self.facts.table(),
         }
 
@@ -821,21 +878,29 @@ def pair_counts(
 
 
 def pair_table(
-    cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None, pairs=None
+    cells: Sequence[Cell],
+    won: np.ndarray,
+    present: np.ndarray | None,
+    pairs=None,
+    strategies: tuple[str, ...] | None = None,
 ) -> pa.Table:
     """The ``pairs`` table of ``cells`` (``pairs``: those of `pairing.pairs` to count)."""
     pairs = pairing.pairs(cells) if pairs is None else pairs
-    return pair_table_of(cells, pairs, pair_counts(won, present, pairs))
+    return pair_table_of(cells, pairs, pair_counts(won, present, pairs), strategies)
 
 
-def pair_table_of(cells: Sequence[Cell], pairs, counts: np.ndarray) -> pa.Table:
-    """The ``pairs`` table of ``pairs`` of ``cells`` whose `pair_counts` are ``counts``."""
+def pair_table_of(
+    cells: Sequence[Cell], pairs, counts: np.ndarray, strategies: tuple[str, ...] | None = None
+) -> pa.Table:
+    """The ``pairs`` table of ``pairs`` of ``cells`` whose `pair_counts` are ``counts``
+    (``strategies``: the strategy label's names, by default ``cells``')."""
+    strategies = strategies or strategy_names(cells)
     a = np.array([p[0] for p in pairs], dtype=np.int64)
     b = np.array([p[1] for p in pairs], dtype=np.int64)
-    columns = {**cell_labels(cells, "a_", a), **cell_labels(cells, "b_", b)}
+    columns = {**cell_labels(cells, "a_", a, strategies), **cell_labels(cells, "b_", b, strategies)}
     for i, name in enumerate(TABLES["pairs"][1]):
         columns[name] = pa.array(counts[:, i])
-    return pa.table(columns, schema=SCHEMAS["pairs"])
+    return pa.table(columns, schema=schemas(strategies)["pairs"])
 
 
 @_compiled_on_first_call
@@ -853,21 +918,29 @@ def _block_tally(won, present, use_present, tally):
                 tally[c, wins] += 1
 
 
-def block_table(cells: Sequence[Cell], won: np.ndarray, present: np.ndarray | None) -> pa.Table:
+def block_table(
+    cells: Sequence[Cell],
+    won: np.ndarray,
+    present: np.ndarray | None,
+    strategies: tuple[str, ...] | None = None,
+) -> pa.Table:
     tally = np.zeros((len(cells), BLOCK + 1), dtype=np.int64)
     _block_tally(won, won if present is None else present, present is not None, tally)
-    return block_table_of(cells, tally)
+    return block_table_of(cells, tally, strategies)
 
 
-def block_table_of(cells: Sequence[Cell], tally: np.ndarray) -> pa.Table:
+def block_table_of(
+    cells: Sequence[Cell], tally: np.ndarray, strategies: tuple[str, ...] | None = None
+) -> pa.Table:
     """The ``blocks`` table of a block tally (cells x wins 0..BLOCK)."""
+    strategies = strategies or strategy_names(cells)
     cell_index, wins = np.nonzero(tally)
     columns = {
-        **cell_labels(cells, "", cell_index.astype(np.int64)),
+        **cell_labels(cells, "", cell_index.astype(np.int64), strategies),
         "wins": pa.array(wins.astype(np.int8)),
         "n": pa.array(tally[cell_index, wins].astype(np.int64)),
     }
-    return pa.table(columns, schema=SCHEMAS["blocks"])
+    return pa.table(columns, schema=schemas(strategies)["blocks"])
 
 
 # --- The sweep's entry point ----------------------------------------------------------------
@@ -881,8 +954,11 @@ def summarise(results: dict[str, np.ndarray], cells: Sequence[Cell]) -> dict[str
     return shard.tables()
 
 
-def combine(parts: Iterable[dict[str, pa.Table]]) -> dict[str, pa.Table]:
-    """Summary tables of several batches or shards added up into one set (sums over keys)."""
+def combine(
+    parts: Iterable[dict[str, pa.Table]], strategies: tuple[str, ...] = rules.STRATEGIES
+) -> dict[str, pa.Table]:
+    """Summary tables of several batches or shards added up into one set (sums over keys),
+    their strategy label over ``strategies`` (those the parts' are over)."""
     import polars as pl
 
     parts = list(parts)
@@ -890,10 +966,10 @@ def combine(parts: Iterable[dict[str, pa.Table]]) -> dict[str, pa.Table]:
     for table, (keys, counts) in TABLES.items():
         pieces = [part[table] for part in parts if table in part]
         if not pieces:
-            out[table] = SCHEMAS[table].empty_table()
+            out[table] = schemas(strategies)[table].empty_table()
             continue
         frame = pl.concat([pl.from_arrow(piece) for piece in pieces], how="vertical")
         group = list(LABEL_COLUMNS) + list(keys) if table != "pairs" else list(keys)
         summed = frame.group_by(group).agg(pl.col(list(counts)).sum()).sort(group, nulls_last=False)
-        out[table] = summed.to_arrow().cast(SCHEMAS[table])
+        out[table] = summed.to_arrow().cast(schemas(strategies)[table])
     return out

@@ -21,25 +21,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.records import summary
 
-WINS_SCHEMA = pa.schema(
-    [summary.label_column_field(name) for name in summary.LABEL_COLUMNS]
-    + [pa.field("deals", pa.int64()), pa.field("bits", pa.binary())]
-)
+
+def wins_schema(strategies: tuple[str, ...] = rules.STRATEGIES) -> pa.Schema:
+    """The ``wins`` table's schema, its strategy label over ``strategies``."""
+    return pa.schema(
+        [summary.label_column_field(name, strategies) for name in summary.LABEL_COLUMNS]
+        + [pa.field("deals", pa.int64()), pa.field("bits", pa.binary())]
+    )
 
 
-def wins_table(cells: Sequence[Cell], won: np.ndarray) -> pa.Table:
+WINS_SCHEMA = wins_schema()  # a sweep's of the built-in strategies only
+
+
+def wins_table(
+    cells: Sequence[Cell], won: np.ndarray, strategies: tuple[str, ...] | None = None
+) -> pa.Table:
     """The ``wins`` table of a shard: ``won`` is cells x deals (nonzero: won)."""
+    strategies = strategies or summary.strategy_names(cells)
     packed = np.packbits(won.astype(bool, copy=False), axis=1)
     index = np.arange(len(cells), dtype=np.int64)
     columns = {
-        **summary.cell_labels(cells, "", index),
+        **summary.cell_labels(cells, "", index, strategies),
         "deals": pa.array(np.full(len(cells), won.shape[1], dtype=np.int64)),
         "bits": pa.array([row.tobytes() for row in packed], type=pa.binary()),
     }
-    return pa.table(columns, schema=WINS_SCHEMA)
+    return pa.table(columns, schema=wins_schema(strategies))
 
 
 def packed_wins(data: bytes, name: str, cells: Sequence[Cell], count: int) -> np.ndarray:

@@ -71,13 +71,17 @@ class CellFigure:
         }
 
 
-def cell_of(row: dict, prefix: str = "") -> Cell:
+def cell_of(row: dict, prefix: str = "", customs: dict | None = None) -> Cell:
+    """The cell a table row's labels name; ``customs``: the sweep's strategies of the
+    user's, by name."""
+    strategy = row[f"{prefix}strategy"]
     return _cell(
         row[f"{prefix}variant"],
-        row[f"{prefix}strategy"],
+        strategy,
         row[f"{prefix}finale"],
         row[f"{prefix}order"],
         row[f"{prefix}depth"],
+        (customs or {}).get(strategy),
     )
 
 
@@ -107,6 +111,7 @@ class Figures:
         self.tables = loaded.tables
         self.replay = replay
         self.replay_note = replay_note
+        self.customs = {c.strategy: c.custom for c in loaded.cells if c.custom is not None}
         order = {cell: i for i, cell in enumerate(loaded.cells)}
         per_cell = (
             self.tables["counts"]
@@ -115,7 +120,7 @@ class Figures:
         )
         cells = {}
         for row in per_cell.iter_rows(named=True):
-            cell = cell_of(row)
+            cell = cell_of(row, "", self.customs)
             n, wins = int(row["n"]), int(row["wins"] or 0)
             low, high = stats.wilson(wins, n)
             exact = exact_win_of(cell)
@@ -126,7 +131,7 @@ class Figures:
         )
         self._pairs = {}
         for row in self.tables["pairs"].iter_rows(named=True):
-            a, b = cell_of(row, "a_"), cell_of(row, "b_")
+            a, b = cell_of(row, "a_", self.customs), cell_of(row, "b_", self.customs)
             self._pairs[(a, b)] = (row["both"], row["a_only"], row["b_only"], row["neither"])
 
     # --- lookups used by the claims ------------------------------------------------------
@@ -148,7 +153,7 @@ class Figures:
             return None
         cells = sorted(
             {
-                cell_of(row)
+                cell_of(row, "", self.customs)
                 for row in facts.select(summary.LABEL_COLUMNS).unique().iter_rows(named=True)
             },
             key=lambda c: (rules.ORDERS.index(c.order), rules.FINALES.index(c.finale)),
@@ -174,12 +179,10 @@ class Figures:
         frame = self.tables["blocks"].filter(_label_filter(cell))
         return int(frame["n"].sum()), int(frame.filter(pl.col("wins") == 0)["n"].sum())
 
-    def won_turned(self, cells: list[Cell]) -> tuple[int, int]:
+    def won_turned(self, cells: list[Cell], cards: int = rules.N_CARDS) -> tuple[int, int]:
         frame = self.tables["turned"].filter(pl.col("won"))
         frame = frame.filter(pl.any_horizontal([_label_filter(c) for c in cells]))
-        return int(frame["n"].sum()), int(
-            frame.filter(pl.col("cards_turned") == rules.N_CARDS)["n"].sum()
-        )
+        return int(frame["n"].sum()), int(frame.filter(pl.col("cards_turned") == cards)["n"].sum())
 
     def rescue_win_turned(self) -> list[str]:
         frame = (
@@ -289,6 +292,38 @@ class Figures:
                         mcnemar_p=paired.p_value,
                     )
             record["line"] = best_line(record)
+            out.append(record)
+        return out
+
+    def own_strategies(self) -> list[dict]:
+        """Each cell of a strategy of the user's: its win rate and claims-level interval, its
+        exact value and z where it reads only the counts, and the check of what it can reach
+        (`odds.bound_of`): the interval against the bound's exact value, with a verdict."""
+        out = []
+        for cell, figure in self.cells.items():
+            if cell.custom is None:
+                continue
+            bound_name, bound = odds.bound_of(cell)
+            low, high = stats.wilson(figure.wins, figure.n, stats.CLAIM_CONFIDENCE)
+            verdict = "below" if high < bound else "above" if low > bound else "level"
+            record = {
+                "label": cell.label,
+                "strategy": cell.strategy,
+                "sees": list(cell.custom.sees),
+                "n": figure.n,
+                "wins": figure.wins,
+                "win_rate": figure.rate,
+                "ci_low": low,
+                "ci_high": high,
+                "exact": None if figure.exact is None else odds.fraction_text(figure.exact),
+                "exact_value": None if figure.exact is None else float(figure.exact),
+                "z": figure.z,
+                "bound": bound_name,
+                "bound_exact": odds.fraction_text(bound),
+                "bound_value": float(bound),
+                "verdict": verdict,
+            }
+            record["line"] = own_strategy_line(record)
             out.append(record)
         return out
 
@@ -422,7 +457,7 @@ class Figures:
         rows = list(frame.iter_rows(named=True))
         lows, highs = stats.wilson_arrays([r["wins"] or 0 for r in rows], [r["n"] for r in rows])
         for row, low, high in zip(rows, lows, highs):
-            cell = cell_of(row)
+            cell = cell_of(row, "", self.customs)
             n, wins, down = int(row["n"]), int(row["wins"] or 0), int(row["down_at_stop"])
             exact = exact_win_given_down_of(cell, down)
             exact = None if exact is None else float(exact)
@@ -457,7 +492,7 @@ class Figures:
         for row in frame.iter_rows(named=True):
             if row["strategy"] in rules.PEEKING_STRATEGIES:
                 continue  # oracle peeks, so the player's chance does not describe its picks
-            per_cell.setdefault(cell_of(row), []).append(
+            per_cell.setdefault(cell_of(row, "", self.customs), []).append(
                 (float(row["hint"]), int(row["n"]), int(row["wins"] or 0))
             )
         out = []
@@ -515,6 +550,33 @@ def best_line(record: dict) -> str:
     if record["oracle"] is not None:
         line += f"; oracle (peeks, not a way to play) {claim_rules.pct(record['oracle'])}"
     return line
+
+
+# Each verdict of `own_strategy_line`: where the interval lies against the bound's exact value.
+OWN_VERDICTS = {
+    "below": "below {bound}'s exact value, {value}",
+    "level": "level with {bound}'s exact value, {value}, which lies within the interval",
+    "above": "ABOVE {bound}'s exact value, {value}, which it cannot beat: a fault of the "
+    "engine, or a strategy that sees more than it says",
+}
+
+
+def own_strategy_line(record: dict) -> str:
+    """A strategy of the user's against what it can reach, in a sentence."""
+    reads = "reads the face-up bottoms" if "bottoms" in record["sees"] else "does not peek"
+    exact = (
+        f"; exact {claim_rules.pct(record['exact_value'])}, z {record['z']:+.2f}"
+        if record["exact"]
+        else ""
+    )
+    verdict = OWN_VERDICTS[record["verdict"]].format(
+        bound=record["bound"], value=claim_rules.pct(record["bound_value"])
+    )
+    return (
+        f"{record['label']}: {claim_rules.pct(record['win_rate'])} ({stats.CLAIM_LEVEL} "
+        f"interval {claim_rules.pct(record['ci_low'])} to {claim_rules.pct(record['ci_high'])}"
+        f"{exact}) is {verdict} (it {reads}: no such strategy beats {record['bound']})"
+    )
 
 
 # --- The replay for claims the columns cannot answer ----------------------------------------

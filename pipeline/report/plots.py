@@ -121,7 +121,10 @@ def _rule_groups(cells: list[dict]) -> list[tuple[str, list[dict], list]]:
         for depth in rules.DEPTHS if variant == "exchange" else (None,):
             rows = [c for c in cells if c["variant"] == variant and c["depth"] == depth]
             if rows:
-                names = [s for s in rules.STRATEGIES if any(r["strategy"] == s for r in rows)]
+                # The built-in strategies in the rules' order, then the user's as they come.
+                played = dict.fromkeys(r["strategy"] for r in rows if r["strategy"])
+                names = [s for s in rules.STRATEGIES if s in played]
+                names += [s for s in played if s not in rules.STRATEGIES]
                 groups.append((variant + (f" ({depth})" if depth else ""), rows, names or [None]))
     return groups
 

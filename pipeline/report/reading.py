@@ -93,11 +93,12 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
                 f"{where}: no committed shard verifies, nothing to report"
                 + (f" ({problems[0]})" if problems else "")
             )
+        strategies = summary.strategy_names(cells)
         if run.mode == "summary":
-            tables = _summed_summary(location, entries)
+            tables = _summed_summary(location, entries, strategies)
         else:
             tables, head_won = _summed_deals(results_read)
-            tables.update(_summed_summary(location, entries, [layout.FACTS_TABLE]))
+            tables.update(_summed_summary(location, entries, strategies, [layout.FACTS_TABLE]))
     except (OSError, pl.exceptions.PolarsError) as error:
         # The files changed under the report (a run started over there, or a disk failed).
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -207,16 +208,20 @@ def _sum_frames(table: str, frame: pl.LazyFrame) -> pl.DataFrame:
 
 
 def _summed_summary(
-    location: location.Location, entries: list[dict], names=tuple(summary.TABLES)
+    location: location.Location,
+    entries: list[dict],
+    strategies: tuple[str, ...],
+    names=tuple(summary.TABLES),
 ) -> dict[str, pl.DataFrame]:
-    """Summary tables ``names`` summed over the shards' files of them."""
+    """Summary tables ``names`` summed over the shards' files of them, the strategy label
+    over ``strategies`` (the sweep's, `summary.strategy_names`: of every cell group)."""
     tables = {}
     for table in names:
         paths = [record.path for entry in entries for record in entry.files_of(table)]
         if not paths:
-            tables[table] = pl.from_arrow(summary.SCHEMAS[table].empty_table())
+            tables[table] = pl.from_arrow(summary.schemas(strategies)[table].empty_table())
             continue
-        tables[table] = _sum_frames(table, location.scan_parquet(paths))
+        tables[table] = _sum_frames(table, location.scan_cell_groups(paths))
     return tables
 
 
@@ -267,7 +272,7 @@ def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):
 def _deal_shard(location, entry, cells, head, decode_threads):
     """One per-deal shard counted into summary tables (plus the first ``head`` wins of standard cells)."""
     first, last = entry.first, entry.last
-    shard = summary.ShardSummary(cells, first, last - first + 1)
+    shard = summary.ShardSummary(cells, first, last - first + 1)  # the sweep's strategies
     cell_lut = summary.label_code_lut(cells)
     for record in entry.files_of(layout.DEALS_TABLE):
         with location.open_input_file(record.path) as file:

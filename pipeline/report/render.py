@@ -57,6 +57,7 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     blocks += _stopping_blocks(doc, image)
     blocks += _claims_blocks(doc, image)
     blocks += _best_strategies_blocks(doc, image)
+    blocks += _own_strategies_blocks(doc, image)
     blocks += _win_rates_blocks(doc, image)
     blocks += _comparisons_blocks(doc, image)
     blocks += _distributions_blocks(doc, image)
@@ -123,8 +124,9 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(
         (
             "p",
-            "Each claim of the rule pages (docs/claims.md), measured on this sweep. "
-            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict.",
+            "Each claim (docs/claims.md), measured on this sweep. "
+            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict. "
+            "A claim the sweep's cells cannot answer is not measured, and says what it needs.",
         )
     )
     blocks.append(
@@ -134,7 +136,7 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
             [
                 [
                     c["id"],
-                    claim_rules.source_text(c["seed_files"]),
+                    c["source"],
                     c["verdict"].upper(),
                     c["figure_text"] or "-",
                     claim_rules.interval_text(c["interval"]) or "-",
@@ -146,7 +148,7 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
     for c in doc["claims"]:
         items = [
             f"Claim: {c['claim']}",
-            f"Source: {claim_rules.source_text(c['seed_files'])} ({', '.join(c['seed_files'])})",
+            f"Source: {c['source']}",
             f"Rule: {c['rule']}",
             f"Measured on: {c['basis']}",
         ]
@@ -165,6 +167,25 @@ def _best_strategies_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(("h2", "Best strategy per variant"))
     blocks.append(("list", [b["line"] for b in doc["best_strategies"]] or ["no rescue cells"]))
     return blocks
+
+
+def _own_strategies_blocks(doc: dict, image: dict) -> list[tuple]:
+    """Strategies of the user's, each against what it can reach (`odds.bound_of`)."""
+    if not doc["own_strategies"]:
+        return []
+    return [
+        ("h2", "Strategies of your own"),
+        (
+            "p",
+            "With the bottoms face down, the chance a rescue at pile p wins, given all a player "
+            "sees, is d_p / U (at the top of the exchange, [d_p = 1] / U): so no strategy that "
+            "does not peek beats most (fewest at the top), whatever it reads of the cards "
+            "turned; one that reads the face-up bottoms sees what the oracle peeks at. Each "
+            f"strategy of your own is checked against that bound's exact value with its "
+            f"{stats.CLAIM_LEVEL} interval.",
+        ),
+        ("list", [record["line"] for record in doc["own_strategies"]]),
+    ]
 
 
 def _win_rates_blocks(doc: dict, image: dict) -> list[tuple]:
@@ -340,7 +361,8 @@ def _provenance_blocks(doc: dict, image: dict) -> list[tuple]:
             "list",
             [
                 f"results: {prov['results']}",
-                f"config: {json.dumps(config, sort_keys=True)}",
+                # The sources of strategies of the user's are in report.json, not here.
+                f"config: {json.dumps({k: v for k, v in config.items() if k != 'custom_source'}, sort_keys=True)}",
                 f"config hash: {prov['config_hash']}",
                 f"deal scheme: {prov['deal_scheme']}; result schema: {prov['result_schema']}",
                 f"deal ranges read: {', '.join(prov['deal_ranges_read'])}",
@@ -473,6 +495,9 @@ def terminal_summary(report: Report) -> str:
         for record in best:
             if record["order"] == primary_order:
                 lines.append("  " + record["line"])
+    if doc["own_strategies"]:
+        lines.append("strategies of your own:")
+        lines += ["  " + record["line"] for record in doc["own_strategies"]]
     stop = doc.get("stopping")
     if stop:
         lines.append(

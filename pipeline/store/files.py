@@ -105,17 +105,21 @@ class _HashingSink:
             self.raw.close()
 
 
-def deal_encoder(sink, metadata: dict):
-    """The per-deal file encoder (`dealfile`) for ``sink``; None: one that only encodes."""
+def deal_encoder(sink, metadata: dict, cells):
+    """The per-deal file encoder (`dealfile`) for ``sink`` and rows of ``cells`` (its label
+    dictionaries the rules' names, and the user's strategies among them); None: one that
+    only encodes."""
     from pipeline.records import dealfile  # numba: imported where rows are written, not by readers
+    from pipeline.records.summary import strategy_names
 
-    return dealfile.DealFileEncoder(sink, schema.DEAL_WRITE_SCHEMA, rules.AXES, metadata)
+    names = {**rules.AXES, "strategy": strategy_names(cells)}
+    return dealfile.DealFileEncoder(sink, schema.DEAL_WRITE_SCHEMA, names, metadata)
 
 
 def encode_deals(seed: int, first: int, results: dict, cells):
     """Kernel results as per-deal rows encoded for a file written later (`write_encoded`):
     kept in memory or sent to another process, a few bytes a row."""
-    return deal_encoder(None, {}).encode_batch(seed, first, results, cells, keep=True)
+    return deal_encoder(None, {}, cells).encode_batch(seed, first, results, cells, keep=True)
 
 
 class ShardFileWriter:
@@ -148,13 +152,14 @@ class ShardFileWriter:
     def write_deals(self, seed: int, first: int, results: dict, cells, metadata: dict) -> None:
         """Kernel results for ``cells`` x deals ``first``.. as per-deal rows (`schema.deal_table`)."""
         if self.encoder is None:
-            self.encoder = deal_encoder(self.sink, metadata)
+            self.encoder = deal_encoder(self.sink, metadata, cells)
         self.rows += self.encoder.write_batch(seed, first, results, cells)
 
     def write_encoded(self, group, metadata: dict) -> None:
-        """Per-deal rows encoded elsewhere (`encode_deals`), as the next row group."""
+        """Per-deal rows encoded elsewhere (`encode_deals`, each with its own dictionaries),
+        as the next row group."""
         if self.encoder is None:
-            self.encoder = deal_encoder(self.sink, metadata)
+            self.encoder = deal_encoder(self.sink, metadata, ())
         if group.rows:
             self.encoder.write_row_group(group.chunks, group.rows)
         self.rows += group.rows

@@ -49,14 +49,34 @@ class CellGroup:
 
 
 def cells_of(run: RunRecord) -> list[Cell]:
-    """run.json's cells; ResultsError if they are not cells of the rules."""
+    """run.json's cells (a strategy of the user's from its recorded source); ResultsError if
+    they are not cells of the rules."""
     try:
+        customs = {strategy.name: strategy for strategy in identity.customs_of(run.config)}
         return [
-            Cell(c["variant"], c.get("strategy"), c["finale"], c["order"], c.get("depth"))
+            Cell(
+                c["variant"],
+                c.get("strategy"),
+                c["finale"],
+                c["order"],
+                c.get("depth"),
+                _recorded_custom(c, customs),
+            )
             for c in run.cells
         ]
-    except (KeyError, TypeError, rules.RuleError) as error:
+    except (KeyError, TypeError, ValueError) as error:
         raise ResultsError(f"run.json: its cells are not cells of the rules ({error})") from None
+
+
+def _recorded_custom(cell: dict, customs: dict) -> rules.Custom | None:
+    """A recorded cell's strategy of the user's: the one its config records, by name, if it
+    is the one the cell names (what it sees, its digest)."""
+    if "custom" not in cell:
+        return None
+    found = customs.get(cell["strategy"])
+    if found is None or cell["custom"] != {"sees": list(found.sees), "digest": found.digest}:
+        raise ValueError(f"strategy {cell['strategy']!r}: not the one run.json's config records")
+    return found
 
 
 def recorded_groups(run: RunRecord) -> list[CellGroup]:
@@ -95,6 +115,7 @@ def grown_groups(
             "use --fresh to replace them, or choose another output"
         )
     played = [cell for group in recorded for cell in group.cells]
+    _refuse_changed_strategies(played, cells, where)
     wanted = set(cells)
     lost = [cell for cell in played if cell not in wanted]
     if lost:
@@ -110,6 +131,21 @@ def grown_groups(
     return recorded + [
         CellGroup(len(recorded), tuple(new), len(played), identity.identity_hash(grown))
     ]
+
+
+def _refuse_changed_strategies(played, cells, where: str) -> None:
+    """ResultsError if a strategy of the user's the sweep played has changed since (its
+    source's digest, or what it sees): its rows are never mixed with the new function's."""
+    then = {cell.custom.name: cell.custom for cell in played if cell.custom is not None}
+    for cell in cells:
+        before = then.get(cell.strategy) if cell.custom is not None else None
+        if before is not None and before != cell.custom:
+            raise ResultsError(
+                f"grid.strategy: {cell.custom.spec or cell.strategy!r} is not the function "
+                f"the sweep in {where} played as {cell.strategy!r} (its source's digest "
+                f"{before.digest[:12]}, now {cell.custom.digest[:12]}); restore it, rename "
+                "the function to add it as a new strategy, or use --fresh to start over"
+            )
 
 
 def sweep_cells(groups: list[CellGroup]) -> list[Cell]:

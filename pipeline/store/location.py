@@ -32,7 +32,7 @@ import json
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
+from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError, group_of
 
 
 class Location:
@@ -147,6 +147,32 @@ class Location:
         raise NotImplementedError
 
     # --- The same on every store ------------------------------------------------------
+
+    def scan_cell_groups(self, paths: list[str]):
+        """The Parquet files at ``paths`` (of one table) as one Polars LazyFrame, across the
+        cell groups of a grown sweep (`groups`): a group's files name as strategies those of
+        its cells and of the groups' before it, so where a later group added a strategy of
+        the user's, each group's labels are read as one Enum of them all, the first group's
+        names first (`summary.strategy_names` of the sweep's cells)."""
+        import polars as pl
+
+        by_group: dict[int, list[str]] = {}
+        for path in paths:
+            by_group.setdefault(group_of(path), []).append(path)
+        if len(by_group) == 1:
+            return self.scan_parquet(paths)
+        frames = [self.scan_parquet(group) for group in by_group.values()]
+        schemas = [frame.collect_schema() for frame in frames]
+        if all(schema == schemas[0] for schema in schemas):
+            return self.scan_parquet(paths)
+        for column in ("strategy", "a_strategy", "b_strategy"):
+            kinds = [schema.get(column) for schema in schemas]
+            if all(isinstance(kind, pl.Enum) for kind in kinds):
+                names = list(dict.fromkeys(name for kind in kinds for name in kind.categories))
+                frames = [
+                    frame.with_columns(pl.col(column).cast(pl.Enum(names))) for frame in frames
+                ]
+        return pl.concat(frames)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.where!r})"

@@ -178,7 +178,7 @@ def run_record_mismatch(run: RunRecord) -> str | None:
     config = run.config
     try:
         recorded = _recorded_identity(config)
-    except (KeyError, TypeError, rules.RuleError) as error:
+    except (KeyError, TypeError, ValueError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
     from pipeline.store.groups import recorded_groups
 
@@ -209,7 +209,8 @@ def _recorded_identity(config: dict) -> dict:
     """The sweep identity a run record's config gives."""
     from pipeline.records import identity
 
-    cells = rules.expand({axis: tuple(config["grid"][axis]) for axis in rules.AXES})
+    grid = {axis: tuple(config["grid"][axis]) for axis in rules.AXES}
+    cells = rules.expand(grid, identity.customs_of(config))
     return identity.sweep_identity(
         seed=config["seed"],
         first=config["first"],

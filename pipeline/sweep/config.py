@@ -12,7 +12,7 @@ A config names a sweep and says which deals to play under which rules:
 
     [grid]                        # lists; the sweep plays every meaningful combination
     variant = ["standard", "watch"]
-    strategy = ["clockwise", "most"]
+    strategy = ["clockwise", "most", "mine.py:nearest_twelve"]  # FILE.py:FUNCTION: your own
     finale = ["down", "up"]
     order = ["round-robin"]
     depth = ["bottom"]            # exchange only
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
-from pipeline.inference import anytime
+from pipeline.inference import anytime, claim_file
 from pipeline.records import identity
 from pipeline.sweep import stopping
 from pipeline.sweep.stopping import StopRule
@@ -69,6 +69,10 @@ MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistak
 GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_DEFAULTS.items()}
 # Every name on every axis: the grid of every cell the rules know.
 FULL_GRID = {axis: list(names) for axis, (names, _) in GRID_AXES.items()}
+
+
+# An axis that takes more than the rules' names: strategies of the user's.
+OWN = {"strategy": "; or a strategy of your own, FILE.py:FUNCTION or module:FUNCTION"}
 
 
 class ConfigError(ValueError):
@@ -91,7 +95,8 @@ TOP_KEYS = {
 }
 TABLE_KEYS = {
     "grid": {
-        axis: (NAMES, f"a list of: {', '.join(names)}") for axis, (names, _) in GRID_AXES.items()
+        axis: (NAMES, f"a list of: {', '.join(names)}" + OWN.get(axis, ""))
+        for axis, (names, _) in GRID_AXES.items()
     },
     "ray": {
         "address": (STR, "a Ray cluster address such as 127.0.0.1:6379, or 'auto'"),
@@ -108,6 +113,11 @@ TABLE_KEYS = {
         "claims": (
             STR,
             f"'{stopping.DECIDED}' (every claim the cells answer confirmed or refuted)",
+        ),
+        "claims_file": (
+            STR,
+            "a claims file (docs/claims.md) whose claims stop.claims decides; default: the "
+            "rule pages' claims shipped with clocksweep",
         ),
         "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
         "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
@@ -168,6 +178,7 @@ class SweepConfig:
     # Seconds a run waits for its S3 output's lease, held by another run, to lapse (None:
     # the lease's own time, `store.lease.lease_seconds`).
     lease_wait: float | None = None
+    customs: tuple[rules.Custom, ...] = ()  # the grid's strategies of the user's, by name
 
     @property
     def max_retries(self) -> int:
@@ -192,6 +203,16 @@ class SweepConfig:
             **({"stop": self.stop.to_json()} if self.stop else {}),
             # Recorded where not the default, so that a record of Ray is as it was.
             **({"run": self.run_options()} if self.run_options() else {}),
+            # Strategies of the user's: what a reader of the results needs of each, its source
+            # too (`identity.custom_records`); none for a sweep of built-ins only.
+            **(
+                {
+                    "custom": identity.custom_records(self.customs),
+                    "custom_source": identity.custom_sources(self.customs),
+                }
+                if self.customs
+                else {}
+            ),
         }
 
     def run_options(self) -> dict:
@@ -291,8 +312,8 @@ def parse_int(key: str, text: str, allowed: str) -> int:
     raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
 
 
-def from_dict(raw: dict, source: str = "") -> SweepConfig:
-    """Check a raw config (as TOML reads it) and resolve it."""
+def checked_keys(raw: dict) -> None:
+    """Every key and table of a raw config known, and the required ones there."""
     for key, value in raw.items():
         if key not in TABLE_KEYS:
             kind_of(key)  # unknown keys fail here
@@ -307,6 +328,10 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         if key not in raw:
             raise ConfigError(f"{key}: missing; expected {TOP_KEYS[key][1]}")
 
+
+def from_dict(raw: dict, source: str = "") -> SweepConfig:
+    """Check a raw config (as TOML reads it) and resolve it."""
+    checked_keys(raw)
     name = checked_str(raw, "name")
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigError(f"name: {name!r} is not allowed; expected {TOP_KEYS['name'][1]}")
@@ -325,8 +350,9 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
 
     grid_raw = raw.get("grid", {})
-    grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES}
-    cells = expand(grid)
+    grid = {axis: checked_names(grid_raw, axis) for axis in GRID_AXES if axis != "strategy"}
+    grid["strategy"], customs = checked_strategies(grid_raw, source, grid["finale"])
+    cells = expand(grid, customs)
 
     ray_raw = raw.get("ray", {})
     ray = checked_address(ray_raw)  # named before the stop rule, its counts after
@@ -349,7 +375,51 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         stop=stop,
         executor=executor,
         lease_wait=lease_wait,
+        customs=customs,
     )
+
+
+def checked_strategies(
+    grid_raw: dict, source: str, finales: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[rules.Custom, ...]]:
+    """``grid.strategy``: the built-in names (as `checked_names` checks them) and strategies
+    of the user's (``FILE.py:FUNCTION``, relative to the config's directory, or
+    ``module:FUNCTION``), read and compiled; the names, the built-ins in the rules' order
+    and then the user's by name (the hash ignores the order), and the user's."""
+    from pipeline.engine import custom
+
+    value = grid_raw.get("strategy")
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    specs = [item for item in items if isinstance(item, str) and custom.is_custom(item)]
+    if not specs:
+        return checked_names(grid_raw, "strategy"), ()
+    rest = [item for item in items if item not in specs]
+    builtins = checked_names({"strategy": rest}, "strategy") if rest else ()
+    base = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+    customs: dict[str, rules.Custom] = {}
+    for spec in dict.fromkeys(specs):
+        try:
+            found = custom.read(spec, base)
+        except custom.CustomError as error:
+            raise ConfigError(f"grid.{error}") from None
+        if found.name in customs and customs[found.name] != found:
+            raise ConfigError(
+                f"grid.strategy: {customs[found.name].spec!r} and {spec!r} are both named "
+                f"{found.name!r}; the strategies of a sweep need names of their own"
+            )
+        if found.reads_bottoms and "up" not in finales:
+            raise ConfigError(
+                f"grid.strategy: {spec!r} reads bottoms, the face-up bottom cards, which "
+                "only finale = 'up' shows; add 'up' to grid.finale"
+            )
+        customs[found.name] = found
+    if len(customs) > rules.MAX_CUSTOM:
+        raise ConfigError(
+            f"grid.strategy: {len(customs)} strategies of your own; a sweep plays at most "
+            f"{rules.MAX_CUSTOM}"
+        )
+    mine = tuple(customs[name] for name in sorted(customs))
+    return tuple(builtins) + tuple(c.name for c in mine), mine
 
 
 def checked_address(ray_raw: dict) -> dict:
@@ -423,20 +493,7 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
                 "only, so no comparison to decide; give grid.strategy two or more strategies "
                 "(with a variant that has a rescue)"
             )
-    claims = None
-    if "claims" in stop_raw:
-        claims = checked_str(stop_raw, "claims", key_name="stop.claims")
-        if claims != stopping.DECIDED:
-            raise ConfigError(
-                f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
-            )
-        if not stopping.claim_checks(cells):
-            raise ConfigError(
-                "stop.claims: no claim the rule decides is answered by this grid's cells "
-                "(one_in_13 needs a standard cell, better_than_one_in_three one_swap, "
-                "pick_makes_no_difference two watch cells of counts-only strategies, "
-                "deal_order_no_change standard in both deal orders)"
-            )
+    claims, claims_file, claim_set = checked_claims(stop_raw, cells)
     if win_rate is None and comparisons is None and claims is None:
         raise ConfigError("stop: no target; set stop.win_rate, stop.comparisons or stop.claims")
     min_deals = checked_int(
@@ -450,7 +507,42 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
     confidence = stopping.DEFAULT_CONFIDENCE
     if "confidence" in stop_raw:
         confidence = checked_float(stop_raw, "confidence", 0, 1, "stop.confidence")
-    return StopRule(win_rate, comparisons, claims, min_deals, confidence)
+    return StopRule(win_rate, comparisons, claims, min_deals, confidence, claims_file, claim_set)
+
+
+def checked_claims(stop_raw: dict, cells) -> tuple[str | None, str | None, tuple]:
+    """``stop.claims`` and ``stop.claims_file``: the claims the rule decides, read and
+    checked, at least one of them answered by the cells' tallies."""
+    claims_file = None
+    if "claims_file" in stop_raw:
+        claims_file = checked_str(stop_raw, "claims_file", key_name="stop.claims_file")
+        if "claims" not in stop_raw:
+            raise ConfigError(
+                f"stop.claims_file: the rule reads it only for stop.claims = '{stopping.DECIDED}'; "
+                "set stop.claims too"
+            )
+    if "claims" not in stop_raw:
+        return None, None, ()
+    claims = checked_str(stop_raw, "claims", key_name="stop.claims")
+    if claims != stopping.DECIDED:
+        raise ConfigError(
+            f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
+        )
+    try:
+        claim_set = claim_file.read(claims_file or claim_file.RULE_PAGES)
+    except claim_file.ClaimFileError as error:
+        raise ConfigError(f"stop.claims_file: {error}") from None
+    if not stopping.claim_checks(cells, claim_set):
+        wanted = [f"{c.id} needs {c.measure.needs()}" for c in claim_set if stopping.decidable(c)]
+        raise ConfigError(
+            "stop.claims: no claim the rule decides is answered by this grid's cells"
+            + (
+                f" ({'; '.join(wanted)})"
+                if wanted
+                else f": {claims_file} has no claim a stop rule decides"
+            )
+        )
+    return claims, claims_file, claim_set
 
 
 def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
@@ -500,7 +592,10 @@ def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
         raise ConfigError(f"grid.{axis}: empty; expected a list of: {', '.join(names)}")
     for item in value:
         if item not in names:
-            raise ConfigError(f"grid.{axis}: {item!r} is not known; allowed: {', '.join(names)}")
+            raise ConfigError(
+                f"grid.{axis}: {item!r} is not known; allowed: {', '.join(names)}"
+                + OWN.get(axis, "")
+            )
     return tuple(name for name in names if name in value)
 
 
@@ -539,10 +634,12 @@ def checked_output(output: str) -> str:
     return output
 
 
-def expand(grid: dict[str, tuple[str, ...]]) -> tuple[Cell, ...]:
+def expand(
+    grid: dict[str, tuple[str, ...]], customs: tuple[rules.Custom, ...] = ()
+) -> tuple[Cell, ...]:
     """Every cell of the grid the rules allow (`rules.expand`); ConfigError if there is none."""
     try:
-        return tuple(rules.expand(grid))
+        return tuple(rules.expand(grid, customs))
     except rules.RuleError as error:
         raise ConfigError(str(error)) from None
 

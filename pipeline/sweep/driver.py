@@ -19,6 +19,7 @@ import sys
 import time
 from contextlib import ExitStack
 
+from pipeline.engine import rules
 from pipeline.store.layout import LOG_FILE
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
@@ -375,6 +376,9 @@ def play_and_record(sweep: SweepRun) -> None:
     try:
         sweep.scheduler().run()
         status = "failed" if sweep.outcome.failed else "complete"
+    except rules.StrategyError:  # a strategy of the user's broke the rules: the run failed
+        status = "failed"
+        raise
     finally:
         if early is not None and early.started:
             playing = early.began

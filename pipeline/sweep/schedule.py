@@ -22,6 +22,7 @@ import time
 from collections import deque
 from dataclasses import replace
 
+from pipeline.engine import rules
 from pipeline.store import layout
 from pipeline.store.entries import ShardEntry
 from pipeline.store.location import is_disk_full
@@ -368,9 +369,14 @@ class Scheduler:
         self.progress.done_deals += sign * count
 
     def on_error(self, unit: Unit, error: BaseException) -> None:
-        """An attempt ended in an exception: a full disk stops the run, else it failed."""
+        """An attempt ended in an exception: a full disk, or a strategy of the user's that
+        broke the rules (it would on every attempt), stops the run; else it failed."""
         cause = getattr(error, "cause", None)
-        if is_disk_full(cause if isinstance(cause, BaseException) else error):
+        failure = cause if isinstance(cause, BaseException) else error
+        if isinstance(failure, rules.StrategyError):
+            self.progress.log(f"shard {unit.shard.index}: {failure}; the run stops")
+            raise rules.StrategyError(str(failure)) from None
+        if is_disk_full(failure):
             committed = min(len(part.manifest) for part in self.parts)
             raise layout.StoreError(
                 f"output: {self.config.output}: the disk is full (No space left on device) "

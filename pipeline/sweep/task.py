@@ -179,6 +179,15 @@ def cross_pairs(job: ShardJob) -> tuple[list, list]:
     return every, [(a, b) for a, b in pairing.pairs(every) if a < len(before) <= b]
 
 
+def label_strategies(job: ShardJob) -> tuple[str, ...]:
+    """The strategy label's names in the job's tables (`summary.strategy_names`): those of
+    its cells and of the groups' before it, whose cells its pairs name too."""
+    from pipeline.records import summary
+
+    before = [cell for group in job.earlier for cell in group.cells]
+    return summary.strategy_names(before + list(job.cells))
+
+
 def play_batches(
     job: ShardJob, batches: tuple[int, int], rows_to=None, after_batch=None, until=None
 ) -> Played:
@@ -241,10 +250,11 @@ def nothing_played(job: ShardJob, batches: tuple[int, int]) -> tuple[Played, int
     from pipeline.records import summary
 
     shard, cells, starts = job.shard, list(job.cells), batch_starts(job)
+    strategies = label_strategies(job)
     if job.record == "summary":
-        counts, facts = summary.KernelBatches(cells), None
+        counts, facts = summary.KernelBatches(cells, strategies), None
     else:  # the deal facts, counted beside the per-deal rows
-        counts, facts = None, summary.FactCounts(cells)
+        counts, facts = None, summary.FactCounts(cells, strategies)
     played = Played(counts, facts, None, [], None, [], 0.0, 0.0, (batches[0], batches[0]))
     _, cross = cross_pairs(job)
     if cross:
@@ -340,13 +350,14 @@ def write_played(
             counts.merge(piece.counts)
         parts = [counts.tables()]
         every, cross = cross_pairs(job)
+        strategies = counts.strategies
         if cross:
             cross_counts = sum(piece.cross_counts for piece in pieces)
-            parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts)})
-        tables = summary.combine(parts)  # in the order of its keys
+            parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts, strategies)})
+        tables = summary.combine(parts, strategies)  # in the order of its keys
         own_wins = [piece.own_wins for piece in pieces]
         won = own_wins[0] if len(own_wins) == 1 else np.concatenate(own_wins, axis=1)
-        tables[WINS_TABLE] = wins.wins_table(cells, won)
+        tables[WINS_TABLE] = wins.wins_table(cells, won, strategies)
     else:
         facts = copy.deepcopy(first.facts)
         for piece in pieces[1:]:

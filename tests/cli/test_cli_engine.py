@@ -223,6 +223,39 @@ def test_odds_table():
     assert "1/13" in result.stdout
 
 
+FUNCTIONS = REPO / "tests" / "engine" / "builtins_as_functions.py"
+
+
+def test_odds_of_a_strategy_of_your_own_are_the_builtins_when_it_is_one(monkeypatch):
+    """`most` written as a function: its exact value for each rescue is `most`'s."""
+    monkeypatch.chdir(FUNCTIONS.parent)
+    result = run("odds", "--json", "--strategy", f"{FUNCTIONS.name}:most_mine")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    builtin = {
+        (r["variant"], r["depth"]): r["exact"]
+        for r in map(json.loads, run("odds", "--json").stdout.splitlines())
+        if r["strategy"] == "most"
+    }
+    assert {(r["variant"], r["depth"]): r["exact"] for r in records} == builtin
+    assert {r["strategy"] for r in records} == {"most_mine"}
+
+
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("tests/engine/nowhere.py:most_mine", "no file"),
+        ("tests/engine/builtins_as_functions.py:least", "no function 'least'"),
+        ("tests/engine/more_strategies.py:least_seen", "only a strategy that reads the counts"),
+    ],
+)
+def test_odds_of_a_strategy_that_has_none_is_one_line(spec, says, monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = run("odds", "--strategy", spec)
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 # --- bench --------------------------------------------------------------------------------
 
 BENCH_KEYS = {

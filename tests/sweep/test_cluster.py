@@ -35,6 +35,9 @@ from pipeline.sweep import config as sweep_config
 
 SEED = 99
 N_DEALS = 12_000
+# Strategies of your own beside the built-ins: their source travels in the jobs, and every
+# node compiles it (one reads the cards turned, one rand).
+MINE = Path(__file__).resolve().parents[1] / "engine" / "more_strategies.py"
 CONFIG = f"""
 name = "cluster"
 seed = {SEED}
@@ -42,7 +45,7 @@ deals = {N_DEALS}
 shard_size = 1500
 [grid]
 variant = ["standard", "one_swap", "play_out"]
-strategy = ["most", "oracle"]
+strategy = ["most", "oracle", "{MINE}:least_seen", "{MINE}:coin_among_most"]
 finale = ["down"]
 order = ["round-robin", "packets"]
 """
@@ -147,12 +150,23 @@ def test_two_node_cluster(cluster, tmp_path):
 
     cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
     cells = list(cfg.cells)
+    assert sum(cell.custom is not None for cell in cells) == 4
     expected = pl.from_arrow(
         schema.deal_table(SEED, 0, kernel.play(SEED, 0, N_DEALS, cells), cells)
     )
     got = pl.scan_parquet(out / "shards" / "deals").collect()
     assert got.height == N_DEALS * len(cells)
     assert as_sorted_strings(got).equals(as_sorted_strings(expected))
+    # The same rows as a run of this process's threads.
+    local = tmp_path / "local"
+    done = subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import cli; cli()", "run", str(config_file),
+         f"--set=output={local}", "--set=run.executor=threads"],
+        capture_output=True, text=True, timeout=STEP_TIMEOUT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    here = pl.scan_parquet(local / "shards" / "deals").collect()
+    assert as_sorted_strings(here).equals(as_sorted_strings(got))
 
     checked = subprocess.run(
         [sys.executable, "-c", "from pipeline.cli import cli; cli()", "validate", str(out)],
@@ -191,7 +205,10 @@ def test_a_sweep_submitted_as_a_ray_job(cluster, tmp_path):
     _, env = cluster
     job_dir, out = tmp_path / "job", tmp_path / "res"
     job_dir.mkdir()
-    (job_dir / "cluster.toml").write_text(CONFIG.replace("[grid]", f'output = "{out}"\n[grid]'))
+    # The strategies' file in the job's working directory, named relative to its config.
+    shutil.copy(MINE, job_dir / "mine.py")
+    text = CONFIG.replace(str(MINE), "mine.py")
+    (job_dir / "cluster.toml").write_text(text.replace("[grid]", f'output = "{out}"\n[grid]'))
     ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
     done = subprocess.run(
         [
@@ -216,6 +233,9 @@ def test_a_sweep_submitted_as_a_ray_job(cluster, tmp_path):
     assert "on 2 CPUs, 2 node(s)" in done.stdout + done.stderr
     record = json.loads((out / "run.json").read_text())["runs"][-1]
     assert record["status"] == "complete" and record["ray"]["kind"] == "cluster"
+    assert json.loads((out / "run.json").read_text())["config"]["custom"]["least_seen"]["spec"] == (
+        "mine.py:least_seen"
+    )
     cfg = sweep_config.from_dict(tomllib.loads(CONFIG))
     cells = list(cfg.cells)
     expected = pl.from_arrow(

@@ -60,7 +60,7 @@ def test_shipped_configs_load():
     from pipeline.sweep import stopping
 
     assert settle.stop.claims == stopping.DECIDED and settle.stop.comparisons == 0.001
-    assert [check.id for check in stopping.claim_checks(settle.cells)] == [
+    assert [check.id for check in stopping.claim_checks(settle.cells, settle.stop.claim_set)] == [
         "one_in_13",
         "better_than_one_in_three",
         "pick_makes_no_difference",

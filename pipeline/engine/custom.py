@@ -1,0 +1,409 @@
+"""Strategies of the user's: a function read from a file or a module, checked, and compiled.
+
+A sweep names one beside the built-in strategies as ``FILE.py:FUNCTION`` (a path, relative to
+the config that names it) or ``module:FUNCTION`` (a module Python can import). What it sees
+is what its parameters are named (`rules.SEES`); it returns the hour of the rescue pile
+(docs/rules.md, strategies of your own).
+
+Its source travels as text inside every cell that plays it (`rules.Custom`, addressed by the
+sha256 of that text), so a Ray worker on any node, or a job submitted to a cluster, compiles
+the same function from the same text, and nothing of the user's need be importable there.
+This is the one module of the engine that reads a file: the user's, when a strategy is named.
+
+Both engines play it: the reference engine calls the Python function itself
+(`pick_python`); the kernel calls it compiled by numba, through a wrapper of one signature
+for every strategy (`compiled`), which the kernel takes as a first-class function, so the
+kernel is compiled once (and cached on disk) whatever the strategies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import linecache
+import os
+import re
+import threading
+
+import numpy as np
+
+from pipeline.engine import rules
+from pipeline.engine.rules import N_HOURS, N_PILES, SEEN_COLUMNS, Custom
+
+SPEC = re.compile(r"(?P<where>[^:]+):(?P<function>[A-Za-z_][A-Za-z0-9_]*)")
+# What the wrapper gives the kernel when the strategy raised: not an hour, nor any number a
+# strategy returns by mistake in practice.
+RAISED = -(2**62)
+
+
+class CustomError(ValueError):
+    """A strategy of the user's that cannot be played; the message is one line."""
+
+
+def is_custom(name: str) -> bool:
+    """Whether a grid's strategy names a function of the user's (``WHERE:FUNCTION``)."""
+    return ":" in name
+
+
+# --- Reading ------------------------------------------------------------------------------
+
+
+def read(spec: str, base: str = ".") -> Custom:
+    """The strategy ``spec`` names: a file (relative to ``base``) or a module, and a function
+    in it. CustomError, one line, if it cannot be played."""
+    match = SPEC.fullmatch(spec.strip())
+    if not match:
+        raise CustomError(
+            f"strategy: {spec!r} is not FILE.py:FUNCTION nor module:FUNCTION "
+            "(a function's name after the colon)"
+        )
+    where, function = match["where"], match["function"]
+    if where.endswith(".py") or "/" in where or os.sep in where:
+        origin = os.path.normpath(os.path.join(base, os.path.expanduser(where)))
+        source = _file_text(spec, origin)
+    else:
+        origin, source = _module_text(spec, where)
+    return from_source(spec, function, source, origin)
+
+
+def _file_text(spec: str, path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except FileNotFoundError:
+        raise CustomError(f"strategy: {spec!r}: no file {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise CustomError(f"strategy: {spec!r}: cannot read {path}: {reason}") from None
+
+
+def _module_text(spec: str, module: str) -> tuple[str, str]:
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.origin or not found.origin.endswith(".py"):
+        raise CustomError(
+            f"strategy: {spec!r}: no module {module!r} with a Python source file "
+            "(name a FILE.py, or a module on the Python path)"
+        )
+    return found.origin, _file_text(spec, found.origin)
+
+
+def from_source(spec: str, function: str, source: str, origin: str) -> Custom:
+    """The strategy of function ``function`` in ``source`` (read from ``origin``), checked:
+    its parameters, and numba's compile. CustomError, one line, otherwise."""
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    python = _function_in(spec, function, _namespace(spec, source, origin, digest), origin)
+    parameters = inspect.signature(python).parameters.values()
+    for parameter in parameters:
+        if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            raise CustomError(f"strategy: {spec!r}: parameter {parameter.name!r} is not plain")
+        if parameter.name not in rules.SEES:
+            raise CustomError(
+                f"strategy: {spec!r}: parameter {parameter.name!r} is not something a strategy "
+                f"sees; name its parameters from: {', '.join(rules.SEES)}"
+            )
+    try:
+        custom = Custom(function, tuple(p.name for p in parameters), digest, spec, source)
+    except rules.RuleError as error:
+        raise CustomError(str(error)) from None
+    compiled(custom)
+    return custom
+
+
+def _namespace(spec: str, source: str, origin: str, digest: str) -> dict:
+    """The module ``source`` makes, run once per process and source."""
+    with _lock:
+        if digest in _namespaces:
+            return _namespaces[digest]
+        # numba and tracebacks quote lines of the user's file from here.
+        filename = f"{origin} (strategy source {digest[:12]})"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = {"__name__": f"clocksweep_strategy_{digest[:16]}", "__file__": origin}
+        try:
+            exec(compile(source, filename, "exec"), namespace)
+        except Exception as error:  # the user's module: any error is theirs to fix
+            raise CustomError(
+                f"strategy: {spec!r}: {origin} fails to load: {_first_line(error)}"
+            ) from None
+        _namespaces[digest] = namespace
+        return namespace
+
+
+def _function_in(spec: str, function: str, namespace: dict, origin: str):
+    found = namespace.get(function)
+    found = getattr(found, "py_func", found)  # a function the user compiled already
+    if not inspect.isfunction(found):
+        functions = sorted(
+            name
+            for name, value in namespace.items()
+            if inspect.isfunction(getattr(value, "py_func", value)) and not name.startswith("_")
+        )
+        raise CustomError(
+            f"strategy: {spec!r}: no function {function!r} in {origin}"
+            + (f" (functions there: {', '.join(functions)})" if functions else "")
+        )
+    return found
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+_lock = threading.RLock()
+_namespaces: dict[str, dict] = {}
+_compiled: dict[Custom, object] = {}
+
+
+def python_function(custom: Custom):
+    """The strategy's Python function (from the source the cell carries)."""
+    if hashlib.sha256(custom.source.encode()).hexdigest() != custom.digest:
+        raise CustomError(f"strategy: {custom.name!r}: its source is not the one its digest names")
+    namespace = _namespace(custom.spec, custom.source, custom.spec or custom.name, custom.digest)
+    return _function_in(custom.spec, custom.name, namespace, custom.spec)
+
+
+# --- What a strategy sees -----------------------------------------------------------------
+
+
+def seen_matrix(taken_cards: list[list[int]], died: int) -> np.ndarray:
+    """`seen` (rules.SEES): row q, cards of each rank taken from pile q, ``taken_cards[q]``
+    being those cards' ranks; column DIED, 1 at the pile where the chain died."""
+    seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
+    for pile, ranks in enumerate(taken_cards):
+        for rank in ranks:
+            seen[pile, rank] += 1
+    seen[died, rules.DIED] = 1
+    return seen
+
+
+def pick_python(custom: Custom, deal: int, down: list[int], seen, bottoms, rand: float) -> int:
+    """The pile index the strategy's Python function rescues at; StrategyError if it raises
+    or names no pile that holds cards."""
+    given = {
+        "counts": np.array(down[:N_HOURS], dtype=np.int64),
+        "seen": np.array(seen, dtype=np.int64),
+        "bottoms": np.array(bottoms, dtype=np.int64),
+        "rand": float(rand),
+    }
+    try:
+        hour = python_function(custom)(*(given[name] for name in custom.sees))
+    except Exception as error:  # the user's code: whatever it raises stops the sweep
+        raise rules.StrategyError(
+            f"strategy {custom.name!r} raised {_first_line(error)} on deal {deal}"
+        ) from None
+    if isinstance(hour, np.integer):
+        hour = int(hour)
+    why = rules.pick_problem(hour, down)
+    if why:
+        raise rules.strategy_error(custom.name, deal, hour, why)
+    return hour - 1
+
+
+# --- Compiled -----------------------------------------------------------------------------
+
+
+def signature():
+    """The one signature of every strategy the kernel calls (`compiled`)."""
+    from numba import types
+
+    return types.int64(types.int64[::1], types.int64[:, ::1], types.int64[::1], types.float64)
+
+
+def _argument_types():
+    from numba import types
+
+    return {
+        "counts": types.int64[::1],
+        "seen": types.int64[:, ::1],
+        "bottoms": types.int64[::1],
+        "rand": types.float64,
+    }
+
+
+def compiled(custom: Custom):
+    """The strategy compiled by numba behind a wrapper of one signature for all (counts,
+    seen, bottoms, rand; the hour, or RAISED if it raised): what the kernel calls.
+    CustomError with the first line of numba's reason if numba cannot compile it."""
+    with _lock:
+        if custom in _compiled:
+            return _compiled[custom]
+        import numba
+
+        from_python = numba.njit(python_function(custom))
+        argument_types = _argument_types()
+        try:
+            from_python.compile(tuple(argument_types[name] for name in custom.sees))
+        except Exception as error:  # numba's errors are many kinds; the first line says which
+            raise CustomError(
+                f"strategy: {custom.spec or custom.name!r}: numba cannot compile "
+                f"{custom.name}: {_numba_reason(error)}"
+            ) from None
+        returns = from_python.nopython_signatures[0].return_type
+        if not isinstance(returns, numba.types.Integer):
+            raise CustomError(
+                f"strategy: {custom.spec or custom.name!r}: {custom.name} returns {returns}; "
+                f"expected an hour, an integer 1..{N_HOURS}"
+            )
+        wrapper = _wrapper(from_python, custom.sees)
+        _compiled[custom] = wrapper
+        return wrapper
+
+
+def _numba_reason(error: Exception) -> str:
+    """The first line of numba's message that says something (it opens with a banner)."""
+    for line in str(error).splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+        if line and not line.startswith(("Failed in", "During:", "File ")):
+            return line
+    return type(error).__name__
+
+
+def _wrapper(from_python, sees: tuple[str, ...]):
+    """A function of the one signature that calls ``from_python`` with what it sees."""
+    import numba
+
+    text = (
+        "def strategy(counts, seen, bottoms, rand):\n"
+        "    try:\n"
+        f"        return user({', '.join(sees)})\n"
+        "    except Exception:\n"
+        "        return RAISED\n"
+    )
+    namespace = {"user": from_python, "RAISED": RAISED}
+    exec(text, namespace)
+    return numba.njit(signature(), nogil=True)(namespace["strategy"])
+
+
+# --- Every count vector (exact odds) --------------------------------------------------------
+
+# Played over every vector of face-down counts (`count_totals`): the strategy called directly
+# (numba inlines it), for each value of `rand` if it reads it, with each vector's weight
+# prod C(suits, d_q) and rand's chance as an integer over RAND_GRID; the piles before the
+# last two are fixed by the caller (`leading`), so that threads share the vectors.
+_ENUMERATOR = """
+def enumerate_counts(leading, ranks, suits, rand_values, rand_weights, choose, totals, counts):
+    seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
+    bottoms = np.zeros(N_PILES, dtype=np.int64)
+    shown = np.zeros(ranks, dtype=np.int64)
+    # weight[q], down[q]: prod C(suits, counts[r]) and sum counts[r] over the piles r < q.
+    weight = np.ones(ranks + 1, dtype=np.int64)
+    down = np.zeros(ranks + 1, dtype=np.int64)
+    fixed = leading.shape[0]
+    counts[:] = 0
+    counts[:fixed] = leading
+    for q in range(ranks):
+        weight[q + 1] = weight[q] * choose[counts[q]]
+        down[q + 1] = down[q] + counts[q]
+    while True:
+        if down[ranks] > 0:
+            for i in range(rand_values.shape[0]):
+                for q in range(ranks):
+                    shown[q] = counts[q]
+                rand = rand_values[i]
+                try:
+                    hour = user(ARGUMENTS)
+                except Exception:
+                    hour = RAISED
+                if hour < 1 or hour > ranks or counts[max(0, min(hour, ranks) - 1)] == 0:
+                    return hour, rand
+                chosen = counts[hour - 1]
+                totals[0, down[ranks]] += weight[ranks] * rand_weights[i] * chosen
+                totals[1, down[ranks]] += weight[ranks] * rand_weights[i] * (chosen == 1)
+        # The next vector, the last pile counting fastest; the leading piles stay fixed.
+        q = ranks - 1
+        while q >= fixed and counts[q] == suits:
+            counts[q] = 0
+            q -= 1
+        if q < fixed:
+            return 0, 0.0
+        counts[q] += 1
+        for r in range(q, ranks):
+            weight[r + 1] = weight[r] * choose[counts[r]]
+            down[r + 1] = down[r] + counts[r]
+"""
+
+
+def _enumerator(strategy: Custom):
+    with _lock:
+        key = ("enumerator", strategy)
+        if key not in _compiled:
+            import numba
+
+            user = numba.njit(python_function(strategy))
+            arguments = {"counts": "shown", "seen": "seen", "bottoms": "bottoms", "rand": "rand"}
+            text = _ENUMERATOR.replace(
+                "ARGUMENTS", ", ".join(arguments[name] for name in strategy.sees)
+            )
+            namespace = {
+                "np": np,
+                "user": user,
+                "RAISED": RAISED,
+                "N_PILES": N_PILES,
+                "SEEN_COLUMNS": SEEN_COLUMNS,
+            }
+            exec(text, namespace)
+            _compiled[key] = numba.njit(nogil=True)(namespace["enumerate_counts"])
+        return _compiled[key]
+
+
+def count_totals(strategy: Custom, ranks: int, suits: int) -> tuple[tuple[int, ...], ...]:
+    """For each U: the sum over vectors of face-down counts d (ranks hour piles, each 0..suits)
+    with sum U of prod C(suits, d_q) * E[d_p] * RAND_GRID, and of ... * P(d_p = 1) *
+    RAND_GRID, p the pile the strategy picks (its expectation over `rand`, where it reads
+    it). Two threads share the vectors. StrategyError if it names no pile holding cards for
+    one of them (the first found), or raises."""
+    from concurrent.futures import ThreadPoolExecutor
+    from itertools import product
+    from math import comb
+
+    enumerate_counts = _enumerator(strategy)
+    if "rand" in strategy.sees:
+        values = np.array(rules.RAND_VALUES, dtype=np.float64)
+        weights = [chance * rules.RAND_GRID for _, chance in rules.RAND_LAW]
+    else:
+        values, weights = np.zeros(1), [rules.RAND_GRID]
+    weights = np.array([int(weight) for weight in weights], dtype=np.int64)
+    choose = np.array([comb(suits, k) for k in range(suits + 1)], dtype=np.int64)
+    leading = [
+        np.array(values_, dtype=np.int64)
+        for values_ in product(range(suits + 1), repeat=min(2, ranks))
+    ]
+
+    def part(first):
+        totals = np.zeros((2, ranks * suits + 1), dtype=np.int64)
+        counts = np.zeros(ranks, dtype=np.int64)
+        hour, rand = enumerate_counts(first, ranks, suits, values, weights, choose, totals, counts)
+        return totals, (hour, rand, counts) if hour else None
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        parts = list(pool.map(part, leading))
+    for _, wrong in parts:
+        if wrong is not None:
+            raise _wrong_answer(strategy, *wrong)
+    totals = sum(totals for totals, _ in parts)
+    return tuple(int(t) for t in totals[0]), tuple(int(t) for t in totals[1])
+
+
+def _wrong_answer(strategy: Custom, hour: int, rand: float, counts: np.ndarray):
+    """The StrategyError of an answer to counts that names no pile holding cards, or of a
+    raise (the Python function's own error, called again on those counts)."""
+    given = {"counts": counts.copy(), "seen": np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)}
+    given |= {"bottoms": np.zeros(N_PILES, dtype=np.int64), "rand": rand}
+    where = f"counts {tuple(int(c) for c in counts)}" + (
+        f", rand {rand!r}" if "rand" in strategy.sees else ""
+    )
+    if hour == RAISED:
+        try:
+            python_function(strategy)(*(given[name] for name in strategy.sees))
+        except Exception as error:  # the user's code
+            return rules.StrategyError(
+                f"strategy {strategy.name!r} raised {_first_line(error)} on {where}"
+            )
+        return rules.StrategyError(f"strategy {strategy.name!r} raised an error on {where}")
+    why = rules.pick_problem(hour, list(counts) + [0] * (N_PILES - len(counts)))
+    return rules.StrategyError(f"strategy {strategy.name!r} returned hour {hour} on {where}: {why}")
