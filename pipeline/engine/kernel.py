@@ -96,6 +96,12 @@ CUSTOM = rules.CUSTOM
 MAX_CUSTOM = rules.MAX_CUSTOM  # functions of the user's one call plays: `customs`'s length
 # What `custom_reads` says the call's strategies of the user's read, by index.
 READS_SEEN, READS_BOTTOMS, READS_RAND = range(3)
+# `custom_picks`'s state, one int64 array: what a strategy is shown, then each one's pile.
+CUSTOM_COUNTS = 0
+CUSTOM_SEEN = CUSTOM_COUNTS + N_HOURS
+CUSTOM_BOTTOMS = CUSTOM_SEEN + N_PILES * rules.SEEN_COLUMNS
+CUSTOM_PILES = CUSTOM_BOTTOMS + N_PILES
+CUSTOM_STATE = CUSTOM_PILES + MAX_CUSTOM
 FINALE_UP = rules.FINALES.index("up")
 DEPTH_TOP = rules.DEPTHS.index("top")
 
@@ -412,32 +418,33 @@ def watch_winners(powers, holding, start, orbit):
 
 
 @nb.njit(cache=True, nogil=True)
-def custom_picks(
-    customs, uses_slot, custom_reads, rand, down, piles, taken, death,
-    shown_counts, shown_seen, shown_bottoms, custom_pile,
-):  # fmt: skip
+def custom_picks(customs, uses_slot, custom_reads, rand, down, piles, taken, death, state):
     """The pile each strategy of the user's the order plays (``uses_slot``) rescues at, into
-    ``custom_pile``, each shown what it sees made afresh (whatever the last one did to its
-    arrays); the first that names no hour holding cards, its answer left in ``custom_pile``,
-    or -1. Apart from `play_cells`, whose loop stays as it was for the built-in strategies."""
+    ``state`` (int64[CUSTOM_STATE]: what they are shown, each made afresh whatever the last
+    one did to it, then their piles from CUSTOM_PILES); the first that names no hour holding
+    cards, its answer left in its place among the piles, or -1. Apart from `play_cells`,
+    whose loop stays as it was for the built-in strategies."""
+    counts = state[CUSTOM_COUNTS:CUSTOM_SEEN]
+    seen = state[CUSTOM_SEEN:CUSTOM_BOTTOMS].reshape((N_PILES, SEEN_COLUMNS))
+    bottoms = state[CUSTOM_BOTTOMS:CUSTOM_PILES]
     for k in range(MAX_CUSTOM):
         if not uses_slot[k]:
             continue
         for q in range(N_HOURS):
-            shown_counts[q] = down[q]
+            counts[q] = down[q]
         if custom_reads[READS_SEEN]:
-            shown_seen[:, :] = 0
+            seen[:, :] = 0
             for q in range(N_PILES):
                 for j in range(taken[q]):
-                    shown_seen[q, piles[q * PILE_SIZE + j]] += 1
-            shown_seen[death, DIED] = 1
+                    seen[q, piles[q * PILE_SIZE + j]] += 1
+            seen[death, DIED] = 1
         if custom_reads[READS_BOTTOMS]:
             for q in range(N_PILES):
-                shown_bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
-        hour = customs[k](shown_counts, shown_seen, shown_bottoms, rand)
-        custom_pile[k] = hour - 1
+                bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
+        hour = customs[k](counts, seen, bottoms, rand)
+        state[CUSTOM_PILES + k] = hour - 1
         if hour < 1 or hour > N_HOURS or down[hour - 1] == 0:
-            custom_pile[k] = hour
+            state[CUSTOM_PILES + k] = hour
             return k
     return -1
 
@@ -474,7 +481,6 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
     orbit = np.zeros(16, dtype=np.uint8)
     eligible = np.zeros(N_PILES, dtype=np.int64)  # hour piles holding cards, in order
     strategy_words = np.zeros(4, dtype=np.uint64)  # the strategy stream's first block
-    later_words = np.zeros(4, dtype=np.uint64)  # ... and scratch for later ones
     # Each rescue mode's continuation from each pile, computed once per deal and order.
     # An entry is current when its stamp is this deal's, which spares a reset per deal.
     memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
@@ -483,13 +489,10 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
     n_orders = positions.shape[0]
     uses_order = np.zeros(n_orders, dtype=np.bool_)
     uses_random = needs_winners = any_rescue = uses_custom = False
-    # Strategies of the user's: which each order's cells play, what they are shown
-    # (`custom_picks`), and their piles.
+    # Strategies of the user's: which each order's cells play, and `custom_picks`'s state
+    # (one array: every array live across the loop costs the built-in strategies' cells).
     uses_slot = np.zeros((n_orders, MAX_CUSTOM), dtype=np.bool_)
-    custom_pile = np.zeros(MAX_CUSTOM, dtype=np.int64)
-    shown_counts = np.zeros(N_HOURS, dtype=np.int64)
-    shown_seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
-    shown_bottoms = np.zeros(N_PILES, dtype=np.int64)
+    custom_state = np.zeros(CUSTOM_STATE, dtype=np.int64)
     for c in range(n_cells):
         strategy = cell_codes[c, 1]
         uses_order[cell_codes[c, 3]] = True
@@ -502,6 +505,7 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
         if strategy >= CUSTOM:
             uses_custom = True
             uses_slot[cell_codes[c, 3], strategy - CUSTOM] = True
+    reads_rand = uses_custom and custom_reads[READS_RAND] != 0
     cell_mode = np.full(n_cells, NO_RESCUE, dtype=np.int64)
     for c in range(n_cells):
         variant = cell_codes[c, 0]
@@ -594,10 +598,10 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                             fewest = q
                             fewest_down = key
                     clockwise = eligible[0]
-                    if uses_random or custom_reads[READS_RAND]:
-                        philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, strategy_words, 0)
                     if uses_random:
-                        pick = strategy_draw(seed, deal, n_eligible, strategy_words, later_words)
+                        philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, strategy_words, 0)
+                        later = words[4 * SHUFFLE_BLOCKS :]  # free scratch until the next deals
+                        pick = strategy_draw(seed, deal, n_eligible, strategy_words, later)
                         random_pile = eligible[pick]
                     if needs_winners:
                         winners = watch_winners(powers, holding, clockwise, orbit)
@@ -606,18 +610,23 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                                 first_winner = q
                     if uses_custom:
                         rand = 0.0
-                        if custom_reads[READS_RAND]:
+                        if reads_rand:
+                            if not uses_random:  # else the stream's first block is there
+                                philox_block(
+                                    seed, deal, np.uint64(0), STREAM_STRATEGY, strategy_words, 0
+                                )
+                            later = words[4 * SHUFFLE_BLOCKS :]
                             rand = rand_of(
-                                seed, deal, rand_interval, rand_values, strategy_words, later_words
+                                seed, deal, rand_interval, rand_values, strategy_words, later
                             )
                         wrong = custom_picks(
                             customs, uses_slot[order], custom_reads, rand, down, piles, taken,
-                            death, shown_counts, shown_seen, shown_bottoms, custom_pile,
+                            death, custom_state,
                         )  # fmt: skip
                         if wrong >= 0:
                             errors[0] = d
                             errors[1] = wrong
-                            errors[2] = custom_pile[wrong]
+                            errors[2] = custom_state[CUSTOM_PILES + wrong]
                             return out
 
                 for c in range(n_cells):
@@ -651,7 +660,7 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                     elif strategy == FEWEST:
                         pile = fewest
                     elif strategy >= CUSTOM:  # a strategy of the user's
-                        pile = custom_pile[strategy - CUSTOM]
+                        pile = custom_state[CUSTOM_PILES + strategy - CUSTOM]
                     elif mode != MODE_EXCHANGE_TOP:
                         # informed / oracle: watch, one_swap and exchange at the bottom all win
                         # from the same piles (the king ends up below the rescue pile's cards).
