@@ -124,9 +124,14 @@ def test_a_changed_function_is_refused_and_nothing_changes(tmp_path):
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
-def test_a_strategy_that_breaks_the_rules_stops_the_run_with_its_line(tmp_path):
+@pytest.mark.parametrize("executor", ["threads", "ray"])
+def test_a_strategy_that_breaks_the_rules_stops_the_run_with_its_line(tmp_path, executor, request):
+    """On threads, and on Ray, where the task's error comes back wrapped (its cause)."""
+    if executor == "ray":
+        request.getfixturevalue("local_ray")
     path, out = write(tmp_path, "deals", '"most", "more_strategies.py:raises_on_three"')
-    done = clocksweep("run", path, "--set", "deals=30000", "--set", "shard_size=10000")
+    sets = ["deals=30000", "shard_size=10000", f"run.executor={executor}"]
+    done = clocksweep("run", path, *(f"--set={item}" for item in sets))
     assert done.exit_code == 2, done.output
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("clocksweep: error: strategy 'raises_on_three' raised ValueError: ")
