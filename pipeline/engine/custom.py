@@ -13,7 +13,7 @@ This is the one module of the engine that reads a file: the user's, when a strat
 Both engines play it: the reference engine calls the Python function itself
 (`pick_python`); the kernel calls it compiled by numba, through a wrapper of one signature
 for every strategy (`compiled`), which the kernel takes as a first-class function, so the
-kernel is compiled once (and cached on disk) whatever the strategies.
+kernel is compiled once (and cached on disk) whatever the strategies of the user's.
 """
 
 from __future__ import annotations

@@ -306,16 +306,16 @@ def shuffle_lanes(seed, first, ranks, words, draws, lane_words, ranges, threshol
 
 
 @nb.njit(cache=True, inline="always")
-def strategy_draw(seed, deal, n, first_block, block_words):
+def strategy_draw(seed, deal, n, block_words):
     """A draw in [0, n) from the deal's strategy stream (as `deals.strategy_draw`): the
-    `random` strategy's, and `rand`'s. ``first_block`` holds the stream's first four words
-    (`philox_block`, computed once for both); ``block_words`` is scratch (uint64[4]).
+    `random` strategy's, and `rand`'s (`rand_of`). ``block_words`` is scratch (uint64[4]).
     """
     n64 = np.uint64(n)
+    philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, block_words, 0)
     index = 0
     while True:
         word = (
-            first_block[index]
+            block_words[index]
             if index < 4
             else word_at(seed, deal, STREAM_STRATEGY, index, block_words)
         )
@@ -328,10 +328,10 @@ def strategy_draw(seed, deal, n, first_block, block_words):
 
 
 @nb.njit(cache=True)
-def rand_of(seed, deal, rand_interval, rand_values, first_block, block_words):
+def rand_of(seed, deal, rand_interval, rand_values, block_words):
     """`rand` of a deal: its draw from the strategy stream (`strategy_draw`, uniform in
     [0, RAND_GRID)) rounded to the middle of its interval (`rules.rand_value`)."""
-    draw = strategy_draw(seed, deal, rand_interval.shape[0], first_block, block_words)
+    draw = strategy_draw(seed, deal, rand_interval.shape[0], block_words)
     return rand_values[rand_interval[draw]]
 
 
@@ -452,37 +452,6 @@ def watch_winners(powers, holding, start, orbit):
     return cycles if start_cycle == cycles else np.int64(0)
 
 
-@nb.njit(cache=True, nogil=True)
-def custom_picks(
-    customs, uses_slot, custom_reads, rand, down, piles, taken, death,
-    shown_counts, shown_seen, shown_bottoms, custom_pile,
-):  # fmt: skip
-    """The pile each strategy of the user's the order plays (``uses_slot``) rescues at, into
-    ``custom_pile``, each shown what it sees made afresh (whatever the last one did to its
-    arrays); the first that names no hour holding cards, its answer left in ``custom_pile``,
-    or -1. Apart from `play_cells`, whose loop stays as it was for the built-in strategies."""
-    for k in range(MAX_CUSTOM):
-        if not uses_slot[k]:
-            continue
-        for q in range(N_HOURS):
-            shown_counts[q] = down[q]
-        if custom_reads[READS_SEEN]:
-            shown_seen[:, :] = 0
-            for q in range(N_PILES):
-                for j in range(taken[q]):
-                    shown_seen[q, piles[q * PILE_SIZE + j]] += 1
-            shown_seen[death, DIED] = 1
-        if custom_reads[READS_BOTTOMS]:
-            for q in range(N_PILES):
-                shown_bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
-        hour = customs[k](shown_counts, shown_seen, shown_bottoms, rand)
-        custom_pile[k] = hour - 1
-        if hour < 1 or hour > N_HOURS or down[hour - 1] == 0:
-            custom_pile[k] = hour
-            return k
-    return -1
-
-
 # nogil: a driver plays its first shards in a thread while Ray starts (`sweep.early`).
 @nb.njit(cache=True, nogil=True)
 def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_reads, errors):
@@ -490,8 +459,8 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
 
     ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`, a
     strategy of the user's CUSTOM + k for ``customs[k]`` (`custom.compiled`; MAX_CUSTOM of
-    them, the unused `no_strategy`), ``custom_reads`` what those read (READS_...: nonzero if
-    any does); ``tables`` = `scheme_tables()`. A strategy of the user's that names no pile
+    them, the unused `no_strategy`; None where no cell has one), ``custom_reads`` what those
+    read (READS_...: nonzero if any does); ``tables`` = `scheme_tables()`. A strategy of the user's that names no pile
     holding cards (or raised) stops the play: ``errors`` gets (deal offset, k, its answer).
     """
     positions, ranges, thresholds, rand_interval, rand_values = tables
@@ -523,7 +492,6 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
     orbit = np.zeros(16, dtype=np.uint8)
     eligible = np.zeros(N_PILES, dtype=np.int64)  # hour piles holding cards, in order
     strategy_words = np.zeros(4, dtype=np.uint64)  # the strategy stream's first block
-    later_words = np.zeros(4, dtype=np.uint64)  # ... and scratch for later ones
     # Each rescue mode's continuation from each pile, computed once per deal and order.
     # An entry is current when its stamp is this deal's, which spares a reset per deal.
     memo_turned = np.zeros((N_MODES, N_HOURS), dtype=np.int64)
@@ -532,9 +500,11 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
     n_orders = positions.shape[0]
     uses_order = np.zeros(n_orders, dtype=np.bool_)
     uses_random = needs_winners = any_rescue = uses_custom = False
-    # Strategies of the user's: which each order's cells play, what they are shown
-    # (`custom_picks`), and their piles.
+    # Strategies of the user's: which each order's cells play, what they are shown (made
+    # afresh for each call), and their piles.
     uses_slot = np.zeros((n_orders, MAX_CUSTOM), dtype=np.bool_)
+    slots = np.zeros((n_orders, MAX_CUSTOM), dtype=np.int64)  # each order's, listed
+    n_slots = np.zeros(n_orders, dtype=np.int64)
     custom_pile = np.zeros(MAX_CUSTOM, dtype=np.int64)
     shown_counts = np.zeros(N_HOURS, dtype=np.int64)
     shown_seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
@@ -551,6 +521,14 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
         if strategy >= CUSTOM:
             uses_custom = True
             uses_slot[cell_codes[c, 3], strategy - CUSTOM] = True
+    reads_rand = uses_custom and custom_reads[READS_RAND] != 0
+    reads_seen = uses_custom and custom_reads[READS_SEEN] != 0
+    reads_bottoms = uses_custom and custom_reads[READS_BOTTOMS] != 0
+    for o in range(n_orders):
+        for k in range(MAX_CUSTOM):
+            if uses_slot[o, k]:
+                slots[o, n_slots[o]] = k
+                n_slots[o] += 1
     cell_mode = np.full(n_cells, NO_RESCUE, dtype=np.int64)
     for c in range(n_cells):
         variant = cell_codes[c, 0]
@@ -634,31 +612,44 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                             fewest = q
                             fewest_down = key
                     clockwise = eligible[0]
-                    if uses_random or custom_reads[READS_RAND]:
-                        philox_block(seed, deal, np.uint64(0), STREAM_STRATEGY, strategy_words, 0)
                     if uses_random:
-                        pick = strategy_draw(seed, deal, n_eligible, strategy_words, later_words)
+                        pick = strategy_draw(seed, deal, n_eligible, strategy_words)
                         random_pile = eligible[pick]
                     if needs_winners:
                         winners = watch_winners(powers, holding, clockwise, orbit)
                         for q in range(N_HOURS - 1, -1, -1):  # downwards: the lowest is kept
                             if (winners >> q) & 1:
                                 first_winner = q
-                    if uses_custom:
+                    # A call of built-in strategies only passes no `customs`: numba then
+                    # compiles this kernel without this block (a branch on an argument that
+                    # is None is pruned), so their loop is as it was before there were any.
+                    if customs is not None and uses_custom:
                         rand = 0.0
-                        if custom_reads[READS_RAND]:
-                            rand = rand_of(
-                                seed, deal, rand_interval, rand_values, strategy_words, later_words
-                            )
-                        wrong = custom_picks(
-                            customs, uses_slot[order], custom_reads, rand, down, piles, taken,
-                            death, shown_counts, shown_seen, shown_bottoms, custom_pile,
-                        )  # fmt: skip
-                        if wrong >= 0:
-                            errors[0] = d
-                            errors[1] = wrong
-                            errors[2] = custom_pile[wrong]
-                            return out
+                        if reads_rand:
+                            rand = rand_of(seed, deal, rand_interval, rand_values, strategy_words)
+                        # Each strategy of the user's this order plays, shown what it sees
+                        # made afresh (whatever the last one did to its arrays). Called here,
+                        # in the loop: through another function, it cost five times as much.
+                        for j in range(n_slots[order]):
+                            k = slots[order, j]
+                            for q in range(N_HOURS):
+                                shown_counts[q] = down[q]
+                            if reads_seen:
+                                shown_seen[:, :] = 0
+                                for q in range(N_PILES):
+                                    for t in range(taken[q]):
+                                        shown_seen[q, piles[q * PILE_SIZE + t]] += 1
+                                shown_seen[death, DIED] = 1
+                            if reads_bottoms:
+                                for q in range(N_PILES):
+                                    shown_bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
+                            hour = customs[k](shown_counts, shown_seen, shown_bottoms, rand)
+                            if hour < 1 or hour > N_HOURS or down[hour - 1] == 0:
+                                errors[0] = d
+                                errors[1] = k
+                                errors[2] = hour
+                                return out
+                            custom_pile[k] = hour - 1
 
                 for c in range(n_cells):
                     if cell_codes[c, 3] != order:
@@ -690,8 +681,8 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                         pile = most
                     elif strategy == FEWEST:
                         pile = fewest
-                    elif strategy >= CUSTOM:  # a strategy of the user's
-                        pile = custom_pile[strategy - CUSTOM]
+                    elif customs is not None and strategy >= CUSTOM:  # the user's (pruned
+                        pile = custom_pile[strategy - CUSTOM]  # where none are: see above)
                     elif mode != MODE_EXCHANGE_TOP:
                         # informed / oracle: watch, one_swap and exchange at the bottom all win
                         # from the same piles (the king ends up below the rescue pile's cards).
@@ -827,8 +818,11 @@ def custom_slots(cells: list[Cell]) -> list[rules.Custom]:
     return mine
 
 
-def user_functions(mine: list[rules.Custom]) -> tuple[tuple, np.ndarray]:
-    """`play_cells`'s ``customs`` and ``custom_reads`` for the strategies ``mine``."""
+def user_functions(mine: list[rules.Custom]) -> tuple[tuple | None, np.ndarray]:
+    """`play_cells`'s ``customs`` and ``custom_reads`` for the strategies ``mine`` (no
+    ``customs`` without any: the kernel compiled without them)."""
+    if not mine:
+        return None, np.zeros(3, dtype=np.int64)
     functions = tuple(custom.compiled(strategy) for strategy in mine)
     reads = np.zeros(3, dtype=np.int64)
     for strategy in mine:

@@ -213,24 +213,13 @@ def test_strategy_draw_is_bounded_batch_on_stream_one():
 def test_kernel_strategy_draw_matches_reference():
     from pipeline.engine import kernel
 
-    first_block = np.zeros(4, dtype=np.uint64)
     scratch = np.zeros(4, dtype=np.uint64)
     # `random`'s ranges, `rand`'s, and one that rejects half the words (later blocks).
     ranges = [*range(1, 13), rules.RAND_GRID, 2**31 + 1]
     for seed in (0, 9, U64_MAX):
         for deal in list(range(150)) + [2**32 - 1, 2**32, U64_MAX]:
-            kernel.philox_block(
-                np.uint64(seed),
-                np.uint64(deal),
-                np.uint64(0),
-                kernel.STREAM_STRATEGY,
-                first_block,
-                0,
-            )
             for n in ranges:
-                got = kernel.strategy_draw(
-                    np.uint64(seed), np.uint64(deal), n, first_block, scratch
-                )
+                got = kernel.strategy_draw(np.uint64(seed), np.uint64(deal), n, scratch)
                 assert got == deals.strategy_draw(seed, deal, n)
 
 
