@@ -17,7 +17,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 LAYERS = (
     ("engine",),  # the game: rules, deals, the engines, exact odds
-    ("inference",),  # intervals, confidence sequences, the claims' declarations and rules
+    ("inference",),  # intervals, confidence sequences, claims as data and their verdict rules
     ("records",),  # what a sweep records
     ("store",),  # results directories
     ("sweep", "report"),  # playing a sweep; reporting on one
@@ -28,3 +28,6 @@ LAYERS = (
 # How every one-line error of the command line begins (the CLI's, and the sweep's deadlines,
 # which end the process themselves).
 ERROR_PREFIX = "clocksweep: error: "
+# How a claims file argument (`report --claims`, a stop rule's `claims_file`) names the rule
+# pages' claims, shipped with the package (pipeline/claims/rule-pages.toml).
+RULE_PAGES = "rule-pages"

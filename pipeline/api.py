@@ -6,7 +6,8 @@ frames (docs/api.md). The command line is a thin layer over these same functions
     config = clocksweep.load_config("configs/quick.toml", deals=200_000, output="results/nb")
     results = clocksweep.run(config)
     results.cells()        # n, wins, rate, interval, exact value, z: one row a cell
-    results.claims()       # a verdict on every claim
+    results.claims()       # a verdict on every claim of the rule pages
+    results.claims("my-claims.toml")  # ... or of claims files (docs/claims.md)
     results.rows().filter(pl.col("won")).collect()
 
 Every error a user can cause is a `ClocksweepError` whose message is the command line's one
@@ -70,11 +71,12 @@ def as_error(error: Exception) -> ClocksweepError:
 def user_errors():
     """The exception types that are the user's input or the store failing, not a bug."""
     from pipeline.engine.rules import StrategyError
+    from pipeline.inference.claim_file import ClaimFileError
     from pipeline.report.reading import ReportError
     from pipeline.store import layout
     from pipeline.sweep.config import ConfigError
 
-    return (ConfigError, layout.ResultsError, ReportError, StrategyError)
+    return (ConfigError, layout.ResultsError, ReportError, ClaimFileError, StrategyError)
 
 
 # --- Configs ---------------------------------------------------------------------------
@@ -249,13 +251,24 @@ class Results:
 
         return pl.DataFrame(self.report.document["comparisons"])
 
-    def claims(self) -> pl.DataFrame:
-        """A verdict on every claim, its figure and interval, as report.json has them."""
+    def claims(self, *files: str | os.PathLike) -> pl.DataFrame:
+        """A verdict on every claim, its figure and interval, as report.json has them: the
+        rule pages' claims, or those of claims ``files`` (docs/claims.md; "rule-pages" names
+        the rule pages' own), checked on these results."""
         import polars as pl
 
+        from pipeline.inference import claim_file
+        from pipeline.report import claims as claim_rules
         from pipeline.report.document import claim_rows
 
-        return pl.DataFrame(claim_rows(self.report.document))
+        if not files:
+            return pl.DataFrame(claim_rows(self.report.document))
+        try:
+            claims = claim_file.read_all([os.fspath(file) for file in files])
+        except user_errors() as error:
+            raise as_error(error) from None
+        checked = claim_rules.assess(self.report.figures, claims)
+        return pl.DataFrame(claim_rows({"claims": [claim.record() for claim in checked]}))
 
     def stop_record(self) -> dict | None:
         """How a run with a stop rule stopped, each interval it read beside the fixed-n one

@@ -18,7 +18,7 @@ import sys
 
 import click
 
-from pipeline import ERROR_PREFIX
+from pipeline import ERROR_PREFIX, RULE_PAGES
 from pipeline.engine import layout_input, rules
 
 
@@ -161,14 +161,19 @@ def cli():
 
 def main(argv: list[str] | None = None, **options) -> None:
     """The `clocksweep` command, as installed (``options`` as click's ``main`` takes them)."""
-    from pipeline.sweep.signals import end_by_deadline
+    from pipeline.sweep.signals import end_by_deadline, end_if_threads_left
 
     # A process's exit collects the garbage of every module it imported (Ray's, numba's,
     # pyarrow's) before it frees them, and the user waits for it. Nothing left by then
     # needs a finalizer run (files are closed, Ray stopped), so all is frozen out of it.
     atexit.register(gc.freeze)
     end_by_deadline()  # a signal stops what the command does, and ends it within seconds
-    cli.main(argv, prog_name="clocksweep", **options)
+    try:
+        cli.main(argv, prog_name="clocksweep", **options)
+    except SystemExit as done:
+        end_if_threads_left(done.code)
+        raise
+    end_if_threads_left(0)
 
 
 @cli.command()
@@ -570,10 +575,21 @@ def validate(results_path):
 
 
 def build_report(
-    results_path: str, replay: int, out_dir: str | None = None, plots_enabled: bool = True
+    results_path: str,
+    replay: int,
+    out_dir: str | None = None,
+    plots_enabled: bool = True,
+    claims_files: tuple[str, ...] = (),
 ):
     """The report as `clocksweep report` makes it (`document.build`); a RESULTS the report
-    cannot read, or a store that fails it, is `Failed`."""
+    cannot read, a store that fails it, or a claims file that cannot be read (read before
+    anything else) is `Failed`."""
+    from pipeline.inference import claim_file
+
+    try:
+        claims = claim_file.read_all(claims_files) if claims_files else None
+    except claim_file.ClaimFileError as error:
+        raise Failed(error) from None
     from pipeline.report import plots
 
     # The plots' process is forked first, while this process is small and has imported
@@ -593,6 +609,7 @@ def build_report(
                 out=out_dir,
                 plots_enabled=plots_enabled,
                 plotter=plotter,
+                claims=claims,
             )
         except (layout.ResultsError, ReportError) as error:
             raise Failed(error) from None
@@ -620,14 +637,23 @@ def build_report(
 @click.option(
     "--json", "as_json", is_flag=True, help="Print report.json's claims and cells, not the table."
 )
-def report(results_path, replay, out_dir, no_plots, as_json):
+@click.option(
+    "--claims",
+    "claims_files",
+    multiple=True,
+    metavar="FILE",
+    help="A claims file to check (docs/claims.md); give it again for more files "
+    f"('{RULE_PAGES}': the rule pages' claims, the default).",
+)
+def report(results_path, replay, out_dir, no_plots, as_json, claims_files):
     """Report on a sweep: win rates with intervals, exact comparisons, paired strategy tests,
-    distributions, the hint's calibration, a verdict on every claim of the seeds, and plots.
+    distributions, the hint's calibration, a verdict on every claim checked (the rule pages',
+    or those of --claims files), and plots.
 
     Writes RESULTS/report/: report.md, report.html (self-contained), report.json, PNG plots
     and CSV tables; prints the best strategy per variant and the claims' verdicts.
     """
-    made = build_report(results_path, replay, out_dir, plots_enabled=not no_plots)
+    made = build_report(results_path, replay, out_dir, not no_plots, claims_files)
     from pipeline.report.render import terminal_summary
 
     if as_json:

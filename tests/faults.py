@@ -117,6 +117,20 @@ def driver(config_file, out, *sets: str, fault: str = "none", env: dict | None =
     )
 
 
+def paused_driver(config_file, out, pids, pause: float, env: dict | None = None):
+    """A driver process playing on one thread of its own, no Ray (what is tested is the
+    driver, not Ray), whose shards write their pid into the directory ``pids`` and pause
+    ``pause`` s after their first batch: a test may kill it mid-sweep."""
+    return driver(
+        config_file,
+        out,
+        "run.executor=threads",
+        "ray.num_cpus=1",
+        fault=f"pause={pause}:{pids}",
+        env=env,
+    )
+
+
 def committed_while_running(proc, count_committed, at_least: int, timeout: float = 180) -> int:
     """Wait while the driver process ``proc`` runs until ``count_committed()`` (the shards its
     manifest lists; an error while it is not yet written counts 0) reaches ``at_least``;

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -124,6 +125,14 @@ def test_the_figures_are_the_reports_the_cli_writes(results, tmp_path):
     claims = opened.claims()
     assert claims["id"].to_list() == [claim["id"] for claim in written["claims"]]
     assert claims["verdict"].to_list() == [claim["verdict"] for claim in written["claims"]]
+    # A claims file of one's own, checked on the same figures; one that cannot be read is the
+    # input's error (status 2).
+    example = Path(__file__).resolve().parents[1] / "examples" / "claims-from-the-web.toml"
+    web = opened.claims(example)
+    assert "watch_roughly_25_to_30" in web["id"].to_list() and "one_in_13" not in web["id"]
+    with pytest.raises(clocksweep.ClocksweepError) as refused:
+        opened.claims(tmp_path / "nowhere.toml")
+    assert refused.value.status == 2 and "nowhere.toml: cannot read" in str(refused.value)
     assert opened.stop_record() is None  # no stop rule
     assert opened.write_report(tmp_path / "again", plots=False) == str(tmp_path / "again")
     again = json.loads((tmp_path / "again" / "report.json").read_text())

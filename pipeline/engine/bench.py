@@ -29,9 +29,11 @@ def kernel_rounds(
     In a round the lists play one batch each, one after the other, from the same first deal;
     a list's batch is the number of deals it plays in ``batch_seconds`` to twice that. This
     machine's speed drifts by up to a third within a minute, and a drift touches the figures
-    of one round alike, so a ratio taken within a round is fair.
+    of one round alike, so a ratio taken within a round is fair. Each list plays into one
+    results array, as a sweep's task does: a fresh array past the allocator's threshold
+    (32 MB, every cell's batch) would put its page faults into the figure.
     """
-    batches = {}
+    batches, results = {}, {}
     for name, cells in cell_lists.items():
         kernel.play(seed, 0, 1000, cells)  # compile (or load the cache) outside the timing
         batch = 1000
@@ -42,12 +44,13 @@ def kernel_rounds(
                 break
             batch *= 2
         batches[name] = batch
+        results[name] = np.zeros((len(kernel.RESULT_ROWS), len(cells), batch), dtype=np.int8)
     rounds = {name: [] for name in cell_lists}
     first, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds * len(cell_lists):
         for name, cells in cell_lists.items():
             start = time.perf_counter()
-            kernel.play(seed, first, batches[name], cells)
+            kernel.play(seed, first, batches[name], cells, results[name])
             rounds[name].append(batches[name] / (time.perf_counter() - start))
         first += max(batches.values())
     return rounds

@@ -69,6 +69,7 @@ import pyarrow.compute as pc
 from pipeline.engine import pairing, rules
 from pipeline.engine.record import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
+from pipeline.inference.claims import RUN_BLOCK
 from pipeline.records import schema
 
 
@@ -95,7 +96,7 @@ def _compiled_on_first_call(function):
 
 SUMMARY_SCHEMA_VERSION = "clocksweep-summary/2"
 
-BLOCK = 13  # deals per block: "thirteen straight losses" (seed 001)
+BLOCK = RUN_BLOCK  # deals per block: "thirteen straight losses" (a losing_runs claim)
 
 LABEL_COLUMNS = schema.LABEL_COLUMNS
 

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from pipeline import __version__
 from pipeline.engine import rules
 from pipeline.inference import stats
+from pipeline.inference.claims import Claim
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
 from pipeline.report import plots
@@ -53,7 +55,7 @@ DOCUMENT_KEYS = (
 class Report:
     loaded: Loaded
     figures: Figures
-    claims: list[claim_rules.Claim]
+    claims: list[claim_rules.Checked]
     document: dict
     directory: str | None  # where it is written (RESULTS/report unless given; None on a store)
     timings: dict = field(default_factory=dict)  # seconds per phase
@@ -128,10 +130,12 @@ def compose(
     workers: int | None = None,
     start_plots=None,
     laps: Laps | None = None,
+    claims: Sequence[Claim] | None = None,
 ) -> Report:
     """Read RESULTS and compute every figure of its report; nothing is written (``directory``
     is where `build` would write it). ``start_plots(document)``: called as soon as what the
-    plots show is known, so that they are drawn while the rest is computed."""
+    plots show is known, so that they are drawn while the rest is computed. ``claims``: the
+    claims to check (`claim_file.read_all`; default the rule pages')."""
     laps = laps or Laps()
     # scipy (for the figures) first: imported beside the reading, it would hold the reading
     # threads back for longer than it takes.
@@ -160,19 +164,19 @@ def compose(
     }
     finish_plots = start_plots(document) if start_plots is not None else None
     laps.lap("figures")
-    claims = claim_rules.assess(figures)
+    checked = claim_rules.assess(figures, claims)
     document.update(
         comparisons=figures.comparisons(),
         best_strategies=figures.best_strategies(),
         own_strategies=figures.own_strategies(),
-        claims=[claim.record() for claim in claims],
-        stopping=stopping(loaded, figures, claims),
+        claims=[claim.record() for claim in checked],
+        stopping=stopping(loaded, figures, checked),
         notes=notes(loaded, figures),
     )
     document = {key: document[key] for key in DOCUMENT_KEYS}  # report.json's order
     laps.lap("claims and comparisons")
     directory = loaded.location.local_path(layout.REPORT_DIR)
-    return Report(loaded, figures, claims, document, directory, laps.timings, finish_plots)
+    return Report(loaded, figures, checked, document, directory, laps.timings, finish_plots)
 
 
 def build(
@@ -182,21 +186,22 @@ def build(
     plots_enabled: bool = True,
     workers: int | None = None,
     plotter: plots.Plotter | None = None,
+    claims: Sequence[Claim] | None = None,
 ) -> Report:
     """Read RESULTS, compute every figure and write RESULTS/report/ (or ``out``).
 
     ``plotter``: a `plots.Plotter` made by the caller, best before it imported this module
-    (see `plots.Plotter`); by default the report makes its own.
+    (see `plots.Plotter`); by default the report makes its own. ``claims``: as `compose`.
     """
     if plotter is None:
         with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
-            return build(where, replay, out, plots_enabled, workers, plotter)
+            return build(where, replay, out, plots_enabled, workers, plotter, claims)
     if out is not None and ("://" in out or not out.strip()):
         raise ReportError(f"--out: {out!r}: expected a local directory path")
     laps = Laps()
     # The plots' process, started by now, imports matplotlib while the shards are read.
     start_plots = (lambda document: plotter.start(_plot_jobs(document))) if plots_enabled else None
-    made = compose(where, replay, workers, start_plots, laps)
+    made = compose(where, replay, workers, start_plots, laps, claims)
     if out is None and made.directory is None:
         raise ReportError(f"{where}: the report is written locally; pass an output directory")
     made.directory = out or made.directory
@@ -313,9 +318,9 @@ def flatten(groups: list[dict], key: str = "cell") -> list[dict]:
 
 def claim_rows(document: dict) -> list[dict]:
     """The claims as rows of a table: the interval's ends in columns of their own, the
-    detail in one text, without the seed pages they come from."""
+    detail in one text, the sources as the text that names them."""
     return [
-        {k: v for k, v in c.items() if k not in ("seed_files", "detail")}
+        {k: v for k, v in c.items() if k not in ("sources", "detail")}
         | {
             "interval_low": (c["interval"] or [None, None])[0],
             "interval_high": (c["interval"] or [None, None])[1],

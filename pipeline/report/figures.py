@@ -179,12 +179,10 @@ class Figures:
         frame = self.tables["blocks"].filter(_label_filter(cell))
         return int(frame["n"].sum()), int(frame.filter(pl.col("wins") == 0)["n"].sum())
 
-    def won_turned(self, cells: list[Cell]) -> tuple[int, int]:
+    def won_turned(self, cells: list[Cell], cards: int = rules.N_CARDS) -> tuple[int, int]:
         frame = self.tables["turned"].filter(pl.col("won"))
         frame = frame.filter(pl.any_horizontal([_label_filter(c) for c in cells]))
-        return int(frame["n"].sum()), int(
-            frame.filter(pl.col("cards_turned") == rules.N_CARDS)["n"].sum()
-        )
+        return int(frame["n"].sum()), int(frame.filter(pl.col("cards_turned") == cards)["n"].sum())
 
     def rescue_win_turned(self) -> list[str]:
         frame = (

@@ -124,8 +124,9 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks.append(
         (
             "p",
-            "Each claim of the rule pages (docs/claims.md), measured on this sweep. "
-            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict.",
+            "Each claim (docs/claims.md), measured on this sweep. "
+            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict. "
+            "A claim the sweep's cells cannot answer is not measured, and says what it needs.",
         )
     )
     blocks.append(
@@ -135,7 +136,7 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
             [
                 [
                     c["id"],
-                    claim_rules.source_text(c["seed_files"]),
+                    c["source"],
                     c["verdict"].upper(),
                     c["figure_text"] or "-",
                     claim_rules.interval_text(c["interval"]) or "-",
@@ -147,7 +148,7 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
     for c in doc["claims"]:
         items = [
             f"Claim: {c['claim']}",
-            f"Source: {claim_rules.source_text(c['seed_files'])} ({', '.join(c['seed_files'])})",
+            f"Source: {c['source']}",
             f"Rule: {c['rule']}",
             f"Measured on: {c['basis']}",
         ]

@@ -6,14 +6,15 @@ ETAG`` replaces or deletes it only if it is still the one read. The lease is the
 ``PREFIX/.lock``, holding the driver's pid, host and a random token:
 
 - taken by creating it only if absent; if it is there and was renewed less than the lease's
-  time ago, the run is refused and the holder named;
+  time ago, the run is refused (`LeaseHeld`: the holder named, whether it is a process
+  running on this host, and when its lease lapses unrenewed, which the caller may wait out);
 - renewed by the driver (a thread) every third of that time, each renewal conditional on
   the ETag it last wrote, so a driver whose lease was taken over learns it at once; so does
   one whose lease is gone (the store lost its state: reset, or the bucket made anew), since
   the renewal is then answered NoSuchKey;
 - taken over, when its holder stopped renewing it (a driver killed, a host lost), by
   replacing it only if it is still the stale one read; and at once, renewed or not, when its
-  holder is a process of this host that is no longer running (`holder_gone`: a driver killed
+  holder is a process of this host that is no longer running (`holder_here`: a driver killed
   and its command run again here), as a local path's lock is;
 - deleted, conditionally, when the run ends.
 
@@ -47,6 +48,8 @@ from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
 LEASE_ENV = "CLOCKSWEEP_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0
+# What this host knows of a lease's holder (`holder_here`).
+ENDED, RUNNING, UNKNOWN = "ended", "running", "unknown"
 
 
 def lease_seconds() -> float:
@@ -158,23 +161,24 @@ def process_start(pid: int) -> str | None:
     return f"{boot} {namespace} {started}"
 
 
-def holder_gone(body: dict) -> bool:
-    """Whether the driver a lease names is known to have ended: a process of this host that
-    is not running, or whose pid a later process has taken (its start differs from the one
-    the lease records). A holder on another host, or of another boot or pid namespace, is
-    not judged here: its lease is waited out. A lease that records no start (written by an
-    earlier clocksweep) is judged by its pid alone."""
+def holder_here(body: dict) -> str:
+    """What this host knows of the driver a lease names: "ended" (a process of this host
+    that is not running, or whose pid a later process has taken: its start differs from the
+    one the lease records), "running" (that very process, running here), or "unknown" (a
+    holder on another host, or of another boot or pid namespace: its lease is waited out).
+    A lease that records no start (written by an earlier clocksweep) is judged by its pid
+    alone, and only its end is known: a pid running may be another process's."""
     pid = body.get("pid")
     if body.get("host") != socket.gethostname() or not is_count(pid, 1):
-        return False
+        return UNKNOWN
     recorded, mine = body.get("started"), process_start(os.getpid())
     if isinstance(recorded, str) and mine is not None:
         if recorded.split(" ")[:2] != mine.split(" ")[:2]:
-            return False
+            return UNKNOWN
         found = process_start(pid)
         if found is not None:
-            return found != recorded
-    return not running(pid)
+            return RUNNING if found == recorded else ENDED
+    return UNKNOWN if running(pid) else ENDED
 
 
 def running(pid: int) -> bool:
@@ -186,6 +190,39 @@ def running(pid: int) -> bool:
     except OSError:  # there, another user's
         return True
     return True
+
+
+class LeaseHeld(ResultsError):
+    """Another run holds the lease: who it is, whether it is a process running on this host
+    (``running_here``: refused at once), and in how long its lease lapses unless renewed
+    (`lapses_in`, by the store's clock), which a rerun may wait out."""
+
+    def __init__(self, where: str, body: dict, age: float, seconds: float, running_here: bool):
+        self.where, self.age, self.seconds = where, max(age, 0.0), seconds
+        self.running_here = running_here
+        self.pid, self.host = body.get("pid", "?"), body.get("host", "?")
+        super().__init__(self.refusal())
+
+    @property
+    def lapses_in(self) -> float:
+        """Seconds until the lease lapses unless its holder renews it first."""
+        return max(self.seconds - self.age, 0.0)
+
+    def refusal(self, why: str = "") -> str:
+        """The one line that refuses the run (``why``: what came of waiting, if it waited)."""
+        return (
+            f"output: {self.where} is in use by another clocksweep run (pid {self.pid} on "
+            f"{self.host}, its lease renewed {self.age:.0f} s ago, held while renewed within "
+            f"{self.seconds:.0f} s){'; ' + why if why else ''}; wait for it, or choose another "
+            "output"
+        )
+
+    def countdown(self, lapses_in: float) -> str:
+        """What a rerun that waits says, in the user's terms."""
+        return (
+            f"output {self.where} was in use by a run on {self.host} (pid {self.pid}); its "
+            f"lease lapses in {max(lapses_in, 0):.0f} s, waiting; Ctrl-C to stop"
+        )
 
 
 class Lease:
@@ -275,7 +312,7 @@ class Lease:
         return answer["ETag"], body if isinstance(body, dict) else {}, age
 
     def acquire(self) -> Lease:
-        """Take the lease, or raise ResultsError naming the run that holds it."""
+        """Take the lease, or raise `LeaseHeld` naming the run that holds it."""
         if self._put(IfNoneMatch="*"):
             return self._start()
         held = self._holder()
@@ -285,14 +322,10 @@ class Lease:
             held = self._holder()
         if held is not None:
             etag, body, age = held
-            if (age > self.seconds or holder_gone(body)) and self._put(IfMatch=etag):
+            holder = holder_here(body)
+            if (age > self.seconds or holder == ENDED) and self._put(IfMatch=etag):
                 return self._start()
-            who = f"pid {body.get('pid', '?')} on {body.get('host', '?')}"
-            raise ResultsError(
-                f"output: {self.where} is in use by another clocksweep run ({who}, its lease "
-                f"renewed {max(age, 0):.0f} s ago, held while renewed within {self.seconds:.0f} s); "
-                "wait for it, or choose another output"
-            )
+            raise LeaseHeld(self.where, body, age, self.seconds, holder == RUNNING)
         raise ResultsError(f"output: {self.where}: cannot take {LOCK_FILE}; try again")
 
     def _start(self) -> Lease:

@@ -86,7 +86,8 @@ def start_or_join(config: SweepConfig, source: str | None, value: str, before_ex
     )
     try:
         # Ray warns before it raises (e.g. "Ray Client connection timed out"): the error's
-        # one line says it; on success its warnings are shown as usual.
+        # one line says it; on success its warnings are shown as usual, through the filters
+        # (what other threads warned meanwhile is caught too: the kernel's compile, say).
         with warnings.catch_warnings(record=True) as caught, waiting:
             warnings.simplefilter("always")
             already = descendants()
@@ -100,7 +101,7 @@ def start_or_join(config: SweepConfig, source: str | None, value: str, before_ex
                     raise StoppedWhileStarting("SIGTERM") from None
                 raise
         for warning in caught:
-            warnings.showwarning(
+            warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
     except (ConnectionError, ValueError, RuntimeError) as error:

@@ -19,6 +19,8 @@ A config names a sweep and says which deals to play under which rules:
 
     [run]                         # optional
     executor = "ray"              # "ray" (default) or "threads": this process's threads, no Ray
+    lease_wait = 30               # seconds to wait for an S3 output another run holds to be
+                                  # free (default: the lease's time; 0: refuse at once)
 
     [ray]                         # optional
     address = "127.0.0.1:6379"    # an existing cluster (default: a local instance)
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
-from pipeline.inference import anytime
+from pipeline.inference import anytime, claim_file
 from pipeline.records import identity
 from pipeline.sweep import stopping
 from pipeline.sweep.stopping import StopRule
@@ -61,6 +63,7 @@ URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_SHARD_SIZE = 1_000_000
 DEFAULT_MAX_RETRIES = 3
+MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistake
 
 # The grid's axes: the rules' own tuples of names, and what an absent axis means.
 GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_DEFAULTS.items()}
@@ -111,11 +114,21 @@ TABLE_KEYS = {
             STR,
             f"'{stopping.DECIDED}' (every claim the cells answer confirmed or refuted)",
         ),
+        "claims_file": (
+            STR,
+            "a claims file (docs/claims.md) whose claims stop.claims decides; default: the "
+            "rule pages' claims shipped with clocksweep",
+        ),
         "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
         "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
     },
     "run": {
         "executor": (STR, f"one of {', '.join(EXECUTORS)}"),
+        "lease_wait": (
+            FLOAT,
+            f"seconds to wait for an S3 output held by another run's lease to be free, from 0 "
+            f"(refuse at once) to {MAX_LEASE_WAIT:.0f}",
+        ),
     },
 }
 REQUIRED = ("name", "seed", "deals")
@@ -162,6 +175,9 @@ class SweepConfig:
     source: str = ""
     stop: StopRule | None = None
     executor: str = EXECUTORS[0]
+    # Seconds a run waits for its S3 output's lease, held by another run, to lapse (None:
+    # the lease's own time, `store.lease.lease_seconds`).
+    lease_wait: float | None = None
     customs: tuple[rules.Custom, ...] = ()  # the grid's strategies of the user's, by name
 
     @property
@@ -185,8 +201,8 @@ class SweepConfig:
             "grid": {axis: list(values) for axis, values in self.grid.items()},
             "ray": dict(self.ray),
             **({"stop": self.stop.to_json()} if self.stop else {}),
-            # Recorded where it is not the default, so that a record of Ray is as it was.
-            **({"run": {"executor": self.executor}} if self.executor != EXECUTORS[0] else {}),
+            # Recorded where not the default, so that a record of Ray is as it was.
+            **({"run": self.run_options()} if self.run_options() else {}),
             # Strategies of the user's: what a reader of the results needs of each, its source
             # too (`identity.custom_records`); none for a sweep of built-ins only.
             **(
@@ -198,6 +214,15 @@ class SweepConfig:
                 else {}
             ),
         }
+
+    def run_options(self) -> dict:
+        """The ``[run]`` table's keys that are not their defaults."""
+        options: dict = {}
+        if self.executor != EXECUTORS[0]:
+            options["executor"] = self.executor
+        if self.lease_wait is not None:
+            options["lease_wait"] = self.lease_wait
+        return options
 
     def identity(self) -> dict:
         """What decides the results, and nothing else: the content the config hash covers."""
@@ -287,8 +312,8 @@ def parse_int(key: str, text: str, allowed: str) -> int:
     raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
 
 
-def from_dict(raw: dict, source: str = "") -> SweepConfig:
-    """Check a raw config (as TOML reads it) and resolve it."""
+def checked_keys(raw: dict) -> None:
+    """Every key and table of a raw config known, and the required ones there."""
     for key, value in raw.items():
         if key not in TABLE_KEYS:
             kind_of(key)  # unknown keys fail here
@@ -303,6 +328,10 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         if key not in raw:
             raise ConfigError(f"{key}: missing; expected {TOP_KEYS[key][1]}")
 
+
+def from_dict(raw: dict, source: str = "") -> SweepConfig:
+    """Check a raw config (as TOML reads it) and resolve it."""
+    checked_keys(raw)
     name = checked_str(raw, "name")
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigError(f"name: {name!r} is not allowed; expected {TOP_KEYS['name'][1]}")
@@ -330,6 +359,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     stop = checked_stop(raw.get("stop"), deals, cells)
     ray.update(checked_ray_counts(ray_raw))
     executor = checked_executor(raw.get("run", {}))
+    lease_wait = checked_lease_wait(raw.get("run", {}))
     return SweepConfig(
         name=name,
         seed=seed,
@@ -344,6 +374,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         source=source,
         stop=stop,
         executor=executor,
+        lease_wait=lease_wait,
         customs=customs,
     )
 
@@ -419,13 +450,20 @@ def checked_executor(run_raw: dict) -> str:
     return executor
 
 
-def checked_float(raw, key, low, high, key_name) -> float:
-    """``raw[key]``, a number strictly between ``low`` and ``high`` (a TOML float or integer)."""
+def checked_lease_wait(run_raw: dict) -> float | None:
+    if "lease_wait" not in run_raw:
+        return None
+    return checked_float(run_raw, "lease_wait", 0, MAX_LEASE_WAIT, "run.lease_wait", closed=True)
+
+
+def checked_float(raw, key, low, high, key_name, closed: bool = False) -> float:
+    """``raw[key]``, a number strictly between ``low`` and ``high`` (``closed``: or either of
+    them), a TOML float or integer."""
     allowed = kind_of(key_name)[1]
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
-    if not low < value < high:  # also refuses nan
+    if not (low <= value <= high if closed else low < value < high):  # also refuses nan
         raise ConfigError(f"{key_name}: {value} is out of range; expected {allowed}")
     return float(value)
 
@@ -455,20 +493,7 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
                 "only, so no comparison to decide; give grid.strategy two or more strategies "
                 "(with a variant that has a rescue)"
             )
-    claims = None
-    if "claims" in stop_raw:
-        claims = checked_str(stop_raw, "claims", key_name="stop.claims")
-        if claims != stopping.DECIDED:
-            raise ConfigError(
-                f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
-            )
-        if not stopping.claim_checks(cells):
-            raise ConfigError(
-                "stop.claims: no claim the rule decides is answered by this grid's cells "
-                "(one_in_13 needs a standard cell, better_than_one_in_three one_swap, "
-                "pick_makes_no_difference two watch cells of counts-only strategies, "
-                "deal_order_no_change standard in both deal orders)"
-            )
+    claims, claims_file, claim_set = checked_claims(stop_raw, cells)
     if win_rate is None and comparisons is None and claims is None:
         raise ConfigError("stop: no target; set stop.win_rate, stop.comparisons or stop.claims")
     min_deals = checked_int(
@@ -482,7 +507,42 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
     confidence = stopping.DEFAULT_CONFIDENCE
     if "confidence" in stop_raw:
         confidence = checked_float(stop_raw, "confidence", 0, 1, "stop.confidence")
-    return StopRule(win_rate, comparisons, claims, min_deals, confidence)
+    return StopRule(win_rate, comparisons, claims, min_deals, confidence, claims_file, claim_set)
+
+
+def checked_claims(stop_raw: dict, cells) -> tuple[str | None, str | None, tuple]:
+    """``stop.claims`` and ``stop.claims_file``: the claims the rule decides, read and
+    checked, at least one of them answered by the cells' tallies."""
+    claims_file = None
+    if "claims_file" in stop_raw:
+        claims_file = checked_str(stop_raw, "claims_file", key_name="stop.claims_file")
+        if "claims" not in stop_raw:
+            raise ConfigError(
+                f"stop.claims_file: the rule reads it only for stop.claims = '{stopping.DECIDED}'; "
+                "set stop.claims too"
+            )
+    if "claims" not in stop_raw:
+        return None, None, ()
+    claims = checked_str(stop_raw, "claims", key_name="stop.claims")
+    if claims != stopping.DECIDED:
+        raise ConfigError(
+            f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
+        )
+    try:
+        claim_set = claim_file.read(claims_file or claim_file.RULE_PAGES)
+    except claim_file.ClaimFileError as error:
+        raise ConfigError(f"stop.claims_file: {error}") from None
+    if not stopping.claim_checks(cells, claim_set):
+        wanted = [f"{c.id} needs {c.measure.needs()}" for c in claim_set if stopping.decidable(c)]
+        raise ConfigError(
+            "stop.claims: no claim the rule decides is answered by this grid's cells"
+            + (
+                f" ({'; '.join(wanted)})"
+                if wanted
+                else f": {claims_file} has no claim a stop rule decides"
+            )
+        )
+    return claims, claims_file, claim_set
 
 
 def checked_int(raw, key, low, high, default=None, key_name=None) -> int:

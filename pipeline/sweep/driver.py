@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import time
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 
 from pipeline.engine import rules
 from pipeline.store.layout import LOG_FILE
@@ -27,7 +27,6 @@ from pipeline.sweep.cleanup import after_play, clean_up, drop_beyond_stop, remov
 from pipeline.sweep.cluster import (
     connect,
     connect_seconds,
-    deadline,
     ray_logs_to,
     shut_down,
     starts_local,
@@ -36,13 +35,14 @@ from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.early import EarlyPlayer
 from pipeline.sweep.early import enabled as early_enabled
 from pipeline.sweep.executors import RayExecutor, ThreadExecutor, threads_for
+from pipeline.sweep.hold import take_output
 from pipeline.sweep.jobs import STOP_AHEAD, early_units, in_flight_for, provenance, tasks_left
 from pipeline.sweep.outcome import Interrupted, Outcome, summary_line
 from pipeline.sweep.progress import Progress
 from pipeline.sweep.run_record import RunLog, now, start_run_record
 from pipeline.sweep.schedule import SPLIT_TAIL_ENV, Scheduler, split_tail_enabled
 from pipeline.sweep.signals import HANDLER as SIGNALS
-from pipeline.sweep.signals import end_process_after, raise_if_stopped, stopped_by_signals
+from pipeline.sweep.signals import raise_if_stopped, stopped_by_signals
 from pipeline.sweep.state import read_state
 from pipeline.sweep.task import play_shard, write_shard
 from pipeline.sweep.watchdog import Watchdog
@@ -129,23 +129,6 @@ def run(
     return sweep.run(clock)
 
 
-def take_lock(location: Location, config: SweepConfig):
-    """The results directory's lock (an object store's lease), taken before anything is read:
-    what is read stays true while it is held. A lease is the first word with the store,
-    which may never answer."""
-    with (
-        nullcontext()
-        if not location.may_stall
-        else deadline(f"output: {config.output} did not answer within {{seconds}} s", status=1)
-    ):
-        lock = location.lock(answer_within=connect_seconds())
-    if location.may_stall and SIGNALS.deadline:  # the command's own process
-        # The main thread stops as soon as it sees the lease lost (`Lease.check`); should a
-        # call to a store that stopped answering keep it waiting, the process ends anyway.
-        lock.on_lost = lambda message: end_process_after(connect_seconds(), message, 1)
-    return lock
-
-
 class SweepRun:
     """One run of a sweep, from the lock to its outcome: what its steps share."""
 
@@ -166,7 +149,7 @@ class SweepRun:
         self.verbose = False
 
     def run(self, clock: float) -> Outcome:
-        self.lock = take_lock(self.location, self.config)
+        self.lock = take_output(self.location, self.config, self.stream)
         interrupted = None
         try:
             self.signals.enter_context(stopped_by_signals())  # again once Ray is up

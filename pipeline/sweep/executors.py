@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pipeline.store.entries import ShardEntry
 from pipeline.store.plan import Shard
 from pipeline.sweep.run_record import now
+from pipeline.sweep.signals import leave_threads
 from pipeline.sweep.task import (
     SPLIT_BYTES_MAX,
     Played,
@@ -245,7 +246,10 @@ class ThreadExecutor:
         self.close()
         self._stop.set()
         self.wait(seconds)
-        return not any(thread.is_alive() for thread in self._threads)
+        left = [thread.name for thread in self._threads if thread.is_alive()]
+        if left:
+            leave_threads(f"{', '.join(left)} (still playing {seconds:.0f} s after its stop)")
+        return not left
 
 
 class RayExecutor:

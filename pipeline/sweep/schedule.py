@@ -441,5 +441,6 @@ class Scheduler:
             self.cancel(unit)
         if self.early is not None:
             self.early.stop()
-        self.executor.stop()
+        if not self.executor.stop():
+            self.progress.log("threads still waiting in a shard's play or write were left")
         self.outcome.cancelled = [unit.key for unit in self.cancelled]

@@ -177,6 +177,28 @@ def end_process_after(seconds: float, message: str, status: int, before=None) ->
     return timer
 
 
+# Threads left in a call nothing can cut short (a write to a store that stopped answering),
+# named by what they were doing: the command's process ends without waiting for them.
+THREADS_LEFT: list[str] = []
+
+
+def leave_threads(what: str) -> None:
+    """Note threads left running in ``what``. The `clocksweep` command then ends without the
+    interpreter's own end (`end_if_threads_left`), which would wait on them: pyarrow's S3
+    finalizer waits for the calls it has in flight, for as long as the store is silent."""
+    THREADS_LEFT.append(what)
+
+
+def end_if_threads_left(code: int | str | None) -> None:
+    """Exit at once with ``code`` (as `sys.exit` takes it) if threads were left running;
+    whatever was to be said has been."""
+    if not THREADS_LEFT:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
+
 def end_by_deadline() -> None:
     """For the rest of this process (the `clocksweep` command's), its first SIGTERM or
     SIGINT is handled as `stopped_by_signals` handles it, and sets a deadline: unless the

@@ -13,12 +13,14 @@ Targets (all that are set must hold):
 - ``comparisons = h``: every paired strategy comparison known to a half-width h;
 - ``comparisons = "decided"``: every one's interval excludes 0 (which strategy wins more is
   settled);
-- ``claims = "decided"``: every claim of the rule pages that the cells' tallies answer
-  (`claim_checks`: the claims `inference.claims.DECLARED`, one_in_13,
-  better_than_one_in_three, pick_makes_no_difference, deal_order_no_change) confirmed or
-  refuted, each by the very declaration the report evaluates (its cells, its measure, its
-  rule), read on confidence sequences of the claims' confidence (`stats.CLAIM_CONFIDENCE`).
-  The other claims read deal facts, runs of deals or turned cards, which no tally carries.
+- ``claims = "decided"``: every claim of a claims file (``claims_file``; by default the rule
+  pages', shipped with the package) that the cells' tallies answer (`claim_checks`: a win
+  rate, a paired difference or a spread of cells the tallies count, asserting a bound, a
+  value or no difference) confirmed or refuted, each by the very definition the report
+  evaluates (`inference.claims.Claim`: its cells, its measure, its rule), read on confidence
+  sequences of the claims' confidence (`stats.CLAIM_CONFIDENCE`). The other claims read deal
+  facts, runs of deals, turned cards or deaths, which no tally carries: the report decides
+  them.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from collections.abc import Sequence as Cells
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.engine import pairing
 from pipeline.engine.deals import UINT64_LIMIT
 from pipeline.engine.rules import Cell
 from pipeline.inference import anytime, stats
-from pipeline.inference.claims import DECLARED, INCONCLUSIVE, Declaration, Read
+from pipeline.inference.claims import INCONCLUSIVE, Claim, Every, Read
 
 DECIDED = "decided"
 DEFAULT_CONFIDENCE = 0.95
@@ -45,9 +47,13 @@ class StopRule:
     claims: str | None = None  # DECIDED: every claim the tallies answer
     min_deals: int = 0
     confidence: float = DEFAULT_CONFIDENCE
+    claims_file: str | None = None  # where the claims are written (None: the rule pages')
+    # The claims it reads, as `claim_file` read them (shown by their file, not one by one).
+    claim_set: tuple[Claim, ...] = field(default=(), repr=False)
 
     def to_json(self) -> dict:
         out = {"win_rate": self.win_rate, "comparisons": self.comparisons, "claims": self.claims}
+        out["claims_file"] = self.claims_file
         out = {key: value for key, value in out.items() if value is not None}
         return {**out, "min_deals": self.min_deals, "confidence": self.confidence}
 
@@ -63,7 +69,8 @@ class StopRule:
         if self.win_rate is not None or self.comparisons is not None:
             levels.append(f"{self.confidence:.0%}")
         if self.claims is not None:
-            parts.append("every claim the cells answer decided")
+            of = f" of {self.claims_file}" if self.claims_file else ""
+            parts.append(f"every claim{of} the cells answer decided")
             levels.append(f"the claims' {stats.CLAIM_LEVEL}")
         floor = f"; after at least {self.min_deals:,} deals" if self.min_deals else ""
         return " and ".join(parts) + f" (confidence sequences: {', '.join(levels)}{floor})"
@@ -87,22 +94,29 @@ def tally_pairs(cells: Cells[Cell]) -> list[tuple[int, int]]:
 
 @dataclass
 class ClaimCheck:
-    """A declared claim the rule decides from the tallies: the cells (indices) and tally
-    pairs (indices, and whether a read runs against the pair's order) it may read."""
+    """A claim the rule decides from the tallies: the cells (indices) and tally pairs
+    (indices, and whether a read runs against the pair's order) it may read."""
 
-    declaration: Declaration
+    claim: Claim
     rates: dict[Cell, int]
     pairs: dict[tuple[Cell, Cell], tuple[int, int]]  # (a, b) -> (tally pair, sign of a - b)
-    candidates: list[Cell]  # the cells it chooses among (`measure.candidates`), found once
+    candidates: list  # what it chooses among (`measure.candidates`), found once
 
     @property
     def id(self) -> str:
-        return self.declaration.id
+        return self.claim.id
 
 
-def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
-    """The declared claims these cells answer from their tallies: those whose every read is
-    a cell's wins or a pair the tallies count."""
+def decidable(claim: Claim) -> bool:
+    """Whether a claim is one a stop rule can decide on its confidence sequences: a measure
+    of win counts (`tallied`), asserting of its interval (never and always count exceptions,
+    which a sequence does not keep)."""
+    return claim.measure.tallied and not isinstance(claim.asserts, Every)
+
+
+def claim_checks(cells: Cells[Cell], claims: Cells[Claim]) -> list[ClaimCheck]:
+    """The claims these cells answer from their tallies: those whose every read is a cell's
+    wins or a pair the tallies count."""
     cells = list(cells)
     index = {cell: i for i, cell in enumerate(cells)}
     tallied = {}
@@ -110,13 +124,13 @@ def claim_checks(cells: Cells[Cell]) -> list[ClaimCheck]:
         tallied[(cells[a], cells[b])] = (k, 1)
         tallied[(cells[b], cells[a])] = (k, -1)
     checks = []
-    for declaration in DECLARED.values():
-        candidates = declaration.measure.candidates(cells)
-        reads = declaration.measure.reads(candidates)
+    for claim in filter(decidable, claims):
+        candidates = claim.measure.candidates(cells)
+        reads = claim.measure.reads(candidates)
         if reads and all(len(read) == 1 or read in tallied for read in reads):
             rates = {read[0]: index[read[0]] for read in reads if len(read) == 1}
             pairs = {read: tallied[read] for read in reads if len(read) == 2}
-            checks.append(ClaimCheck(declaration, rates, pairs, candidates))
+            checks.append(ClaimCheck(claim, rates, pairs, candidates))
     return checks
 
 
@@ -176,7 +190,7 @@ class Stopping:
         alpha = 1 - rule.confidence
         self.rates = [anytime.proportion(alpha) for _ in self.cells]
         self.differences = [anytime.difference(alpha) for _ in self.pairs]
-        self.checks = claim_checks(self.cells) if rule.claims else []
+        self.checks = claim_checks(self.cells, rule.claim_set) if rule.claims else []
         self._claim_sequences()
         self.index = {cell: i for i, cell in enumerate(self.cells)}
         self.won = [0] * len(self.cells)  # each cell's wins so far: they rank a claim's cells
@@ -184,19 +198,21 @@ class Stopping:
         self.shards = 0
 
     def _claim_sequences(self) -> None:
-        """The claims' own sequences, of the claims' confidence, each aimed by its claim's
-        rule; and for every read of a claim, its sequence and the sign that orients it."""
+        """The claims' own sequences, of the claims' confidence, one per cell or tally pair
+        that claims read, aimed by the rules of every claim that reads it (the narrowest
+        they ask for); and for every read of a claim, its sequence and the sign that
+        orients it."""
         claim_alpha = 1 - stats.CLAIM_CONFIDENCE
-        self.claim_rates: dict[int, tuple[anytime.Sequence, Callable]] = {}
-        self.claim_pairs: dict[int, tuple[anytime.Sequence, Callable]] = {}
+        self.claim_rates: dict[int, tuple[anytime.Sequence, list[Callable]]] = {}
+        self.claim_pairs: dict[int, tuple[anytime.Sequence, list[Callable]]] = {}
         self.claim_reads: dict[Read, tuple[anytime.Sequence, int]] = {}
         for check in self.checks:
-            aim = check.declaration.asserts.aim
+            aim = check.claim.asserts.aim
             for cell, i in check.rates.items():
-                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), aim))
+                self.claim_rates.setdefault(i, (anytime.proportion(claim_alpha), []))[1].append(aim)
                 self.claim_reads[(cell,)] = (self.claim_rates[i][0], 1)
             for pair, (k, sign) in check.pairs.items():
-                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), aim))
+                self.claim_pairs.setdefault(k, (anytime.difference(claim_alpha), []))[1].append(aim)
                 self.claim_reads[pair] = (self.claim_pairs[k][0], sign)
 
     def claim_sequence(self, read: Read) -> tuple[anytime.Sequence | None, int]:
@@ -227,21 +243,29 @@ class Stopping:
         for sequence, (a_only, b_only) in zip(self.differences, pairs):  # the strategy pairs
             aim = self._aim(sequence, self.rule.comparisons)
             anytime.add_pairs(sequence, deals, a_only, b_only, aim)
-        for i, (sequence, aim) in self.claim_rates.items():
-            anytime.add_wins(sequence, deals, wins[i], self._claim_aim(sequence, aim))
-        for k, (sequence, aim) in self.claim_pairs.items():
+        for i, (sequence, aims) in self.claim_rates.items():
+            anytime.add_wins(sequence, deals, wins[i], self._claim_aim(sequence, aims))
+        for k, (sequence, aims) in self.claim_pairs.items():
             a_only, b_only = pairs[k]
-            anytime.add_pairs(sequence, deals, a_only, b_only, self._claim_aim(sequence, aim))
+            anytime.add_pairs(sequence, deals, a_only, b_only, self._claim_aim(sequence, aims))
         self.deals += deals
         self.shards += 1
         return self.met()
 
-    def _claim_aim(self, sequence: anytime.Sequence, aim: Callable) -> float:
+    def _claim_aim(self, sequence: anytime.Sequence, aims: list[Callable]) -> float:
+        """The half-width a claims' sequence bets for: the narrowest its claims' rules ask
+        for at the estimate so far, but not past what the budget of deals reaches. Before
+        any deal the estimate is the prior's 1/2, which says nothing of where the figure
+        lies: the first shard bets as little as the budget allows, as `"decided"` does (a
+        bet for the prior's distance to a bound, on a whole shard, would widen the sequence
+        for millions of deals)."""
+        if not sequence.n:
+            return self._reachable(sequence)
         estimate = sequence.low + sequence.span * sequence.estimate()
-        return max(aim(estimate), self._reachable(sequence))
+        return max(min(aim(estimate) for aim in aims), self._reachable(sequence))
 
     def claim_verdict(self, check: ClaimCheck) -> str:
-        decision = check.declaration.decide_among(check.candidates, Sequences(self))
+        decision = check.claim.decide_among(check.candidates, Sequences(self))
         return INCONCLUSIVE if decision is None else decision.verdict
 
     def _claim_met(self, check: ClaimCheck) -> bool:
@@ -250,7 +274,7 @@ class Stopping:
     def _claim_read(self, check: ClaimCheck) -> tuple[tuple[str, ...], anytime.Sequence]:
         """The read a claim's verdict now turns on (its cells' labels, in the order of its
         sequence) and that sequence: what the claim's target shows."""
-        read = check.declaration.measure.pick(check.candidates, Sequences(self).rate)
+        read = check.claim.measure.pick_read(check.candidates, Sequences(self).rate)
         sequence, sign = self.claim_sequence(read)
         return tuple(cell.label for cell in read[::sign]), sequence
 
@@ -324,8 +348,7 @@ class Stopping:
         for check in self.checks:
             if not self._claim_met(check):
                 _, sequence = self._claim_read(check)
-                aim = check.declaration.asserts.aim
-                checks.append((sequence, self._claim_aim(sequence, aim)))
+                checks.append((sequence, self._claim_aim(sequence, [check.claim.asserts.aim])))
         for sequence, aim in checks:
             ratio = sequence.half_width() / aim if aim > 0 else math.inf
             more = self.deals * ratio * ratio  # inf, not OverflowError, past a float's range

@@ -31,8 +31,6 @@ from pipeline.records import schema
 SEED = 515151
 ROUND_TRIP_DEALS = 400
 
-pytestmark = pytest.mark.usefixtures("local_ray")  # conftest.py: one local Ray instance
-
 
 def run(*args: str, stdin: str | None = None):
     return CliRunner().invoke(cli, list(args), input=stdin)
@@ -65,6 +63,8 @@ strategy = {list(rules.STRATEGIES)}
 finale = {list(rules.FINALES)}
 order = {list(rules.ORDERS)}
 depth = {list(rules.DEPTHS)}
+[run]
+executor = "threads"
 """.replace("'", '"')
     )
     result = run("run", str(config))

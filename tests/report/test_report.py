@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.engine.rules import Cell
+from pipeline.inference.claims import VERDICTS
 from pipeline.records import summary
 from pipeline.report import claims, figures
 from pipeline.report import document as report
@@ -32,6 +33,8 @@ from pipeline.store.manifest import Manifest
 from pipeline.sweep import config as sweep_config
 from pipeline.sweep import driver as sweep
 from pipeline.sweep import task as shard_task
+
+CLAIM_IDS = [claim.id for claim in claims.rule_pages()]  # the shipped claims file's, in order
 
 REPLAY = 1500
 
@@ -164,21 +167,25 @@ def test_best_strategy_lines(deals_report):
     assert "most is best" in watch and "over" in watch
 
 
-def test_every_spec_claim_is_in_report_json(deals_report):
+def test_every_rule_page_claim_is_in_report_json(deals_report):
     document = json.loads(Path(deals_report.directory, "report.json").read_text())
-    assert [c["id"] for c in document["claims"]] == list(claims.CLAIM_IDS)
+    assert [c["id"] for c in document["claims"]] == CLAIM_IDS
     assert len(document["claims"]) == 11
-    seeds = set()
+    titles = set()
     for claim in document["claims"]:
-        for key in ("seed_file", "claim", "figure", "interval", "verdict", "rule", "basis"):
+        for key in ("source", "sources", "claim", "figure", "interval", "verdict", "rule", "basis"):
             assert key in claim, key
-        assert claim["verdict"] in ("confirmed", "refuted", "inconclusive")
-        assert claim["seed_file"].startswith("seeds/") and claim["claim"] and claim["rule"]
-        seeds.update(claim["seed_files"])
+        assert claim["verdict"] in VERDICTS and claim["claim"] and claim["rule"]
+        titles.update(source["title"] for source in claim["sources"])
         if claim["figure"] is not None and claim["interval"]:
             low, high = claim["interval"]
             assert low <= claim["figure"] <= high or claim["id"] == "near_misses_come_home"
-    assert seeds == set(claims.SEED_FILES.values())
+    assert titles == {
+        "Clock",
+        "Clock rules",
+        "Clock Patience",
+        "Clock Solitaire Rules: How to Play Clock Patience",
+    }
 
 
 def test_claims_on_this_sweep(deals_report):
@@ -216,7 +223,7 @@ def test_replay_when_the_records_hold_no_deal_facts(tmp_path):
     assert "replay" in verdicts["unvisited_by_third_king"]["basis"]
     none = report.build(str(where), replay=0, plots_enabled=False)
     claim = next(c for c in none.document["claims"] if c["id"] == "unvisited_by_third_king")
-    assert claim["verdict"] == "inconclusive" and "standard cell" in claim["needs"]
+    assert claim["verdict"] == "not measured" and "standard cell" in claim["needs"]
 
 
 def test_claims_name_the_cells_they_need(tmp_path):
@@ -232,7 +239,7 @@ def test_claims_name_the_cells_they_need(tmp_path):
         "deal_order_no_change",
         "play_out_deaths",
     ):
-        assert verdicts[claim_id]["verdict"] == "inconclusive", claim_id
+        assert verdicts[claim_id]["verdict"] == "not measured", claim_id
         assert verdicts[claim_id]["needs"], claim_id
     assert "one_swap" in verdicts["better_than_one_in_three"]["needs"]
     assert "packets" in verdicts["deal_order_no_change"]["needs"]
@@ -311,7 +318,7 @@ def test_html_is_self_contained(deals_report):
     assert "http://" not in html and "https://" not in html
     assert not re.search(r"<(link|script|iframe)\b", html)
     assert not re.search(r'(src|href)="(?!data:)', html)
-    for claim_id in claims.CLAIM_IDS:
+    for claim_id in CLAIM_IDS:
         assert claim_id in html
 
 
@@ -322,7 +329,7 @@ def test_cli_report(both_modes, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "best strategy per variant:" in result.output and "claims:" in result.output
-    for claim_id in claims.CLAIM_IDS:
+    for claim_id in CLAIM_IDS:
         assert claim_id in result.output
     assert (out / "report.json").exists() and not (out / "win_rates.png").exists()
 
@@ -486,9 +493,49 @@ def test_provenance(deals_report):
 
 
 def test_claims_name_their_source_by_title(deals_report):
-    """The rendered report names each claim's rule page as a reader knows it, the file beside."""
+    """The rendered report and report.json name each claim's source as a reader knows it,
+    never by a file of the project's own."""
     text = (Path(deals_report.directory) / "report.md").read_text()
     for claim in deals_report.document["claims"]:
-        assert claims.source_text(claim["seed_files"]) in text
-    assert '"Clock Patience"' in text and "every rule page" in text
-    assert "SPEC" not in text
+        assert f"Source: {claim['source']}" in text
+        assert claim["source"] == "; ".join(f'"{s["title"]}"' for s in claim["sources"])
+    assert '"Clock Patience"' in text
+    assert "SPEC" not in text and "seeds/" not in text and ".txt" not in text
+    assert "seeds/" not in json.dumps(deals_report.document["claims"])
+
+
+def test_cli_report_checks_claims_files(both_modes, tmp_path):
+    """--claims: the example file's claims, beside the rule pages' when both are named; a
+    claims file with a mistake is refused in one line before anything is read or written."""
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "claims-from-the-web.toml")
+    out = tmp_path / "web"
+    args = ["report", str(both_modes[1]), "--replay", "0", "--no-plots", "--out", str(out)]
+    result = CliRunner().invoke(cli, [*args, "--claims", example, "--json"])
+    assert result.exit_code == 0, result.output
+    checked = {c["id"]: c for c in json.loads(result.output)["claims"]}
+    assert "one_in_13" not in checked
+    watch = checked["watch_roughly_25_to_30"]
+    # Watch with a random pick on 3900 deals against 25% to 30%, by the interval measured.
+    low, high = watch["interval"]
+    inside, outside = 0.25 <= low and high <= 0.30, low > 0.30 or high < 0.25
+    expected = "refuted" if outside else "confirmed" if inside else "inconclusive"
+    assert watch["verdict"] == expected and watch["basis"].startswith("cell watch random")
+    assert watch["sources"] == [{"title": "a Clock solitaire strategy page", "url": None}]
+    wikipedia = checked["wikipedia_1_in_13"]
+    assert wikipedia["source"].startswith('"Clock Patience (Wikipedia)" (https://')
+    result = CliRunner().invoke(
+        cli, [*args, "--claims", "rule-pages", "--claims", example, "--json"]
+    )
+    ids = [c["id"] for c in json.loads(result.output)["claims"]]
+    assert ids[: len(CLAIM_IDS)] == CLAIM_IDS and len(ids) > len(CLAIM_IDS)
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(Path(example).read_text().replace('"win_rate"', '"winrate"', 1))
+    elsewhere = tmp_path / "not-written"
+    result = CliRunner().invoke(
+        cli, ["report", str(both_modes[1]), "--out", str(elsewhere), "--claims", str(bad)]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "claim 'watch_roughly_25_to_30': measure: 'winrate'" in lines[0]
+    assert not elsewhere.exists()

@@ -15,8 +15,6 @@ from rows import manifest_entries, read_rows
 from pipeline.cli import cli
 from pipeline.store.records import PAGE_ENV
 
-pytestmark = pytest.mark.usefixtures("local_ray")
-
 SHARDS, PAGE = 7, 2  # pages of shards 0-1, 2-3 and 4-5; shard 6 stays in the manifest
 CONFIG = """
 name = "pages"
@@ -26,6 +24,8 @@ shard_size = 500
 [grid]
 variant = ["standard", "watch"]
 strategy = ["random"]
+[run]
+executor = "threads"  # the manifest's pages, not Ray, are what is tested here
 """
 
 

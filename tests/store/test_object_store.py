@@ -28,12 +28,13 @@ import signal
 import socket
 import time
 
+import faults
 import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
-from faults import committed_while_running, driver
+from faults import committed_while_running
 from processes import end_processes
 from rows import kernel_rows, sorted_rows
 
@@ -321,19 +322,12 @@ def test_another_config_is_refused_and_fresh_replaces_it(s3, config_file, tmp_pa
 
 
 def paused_driver(config_file, uri: str, tmp_path, pause: float, ray_tmp: str, env=None):
-    """A driver process playing on one thread of its own (the lease is what is tested, not
-    Ray: ``ray_tmp`` is where a Ray instance would be), whose shards pause ``pause`` s after
-    their first batch, with the driver's lease."""
+    """`faults.paused_driver` with the driver's lease (and ``ray_tmp``, where a Ray instance
+    would be)."""
     pids = tmp_path / "pids"
     pids.mkdir()
-    return driver(
-        config_file,
-        uri,
-        "run.executor=threads",
-        "ray.num_cpus=1",
-        fault=f"pause={pause}:{pids}",
-        env={"RAY_TMPDIR": ray_tmp, **(env or {}), **DRIVER_LEASE},
-    )
+    environment = {"RAY_TMPDIR": ray_tmp, **(env or {}), **DRIVER_LEASE}
+    return faults.paused_driver(config_file, uri, pids, pause, environment)
 
 
 def test_second_driver_refused_then_sigkill_and_rerun(
@@ -433,7 +427,7 @@ def test_a_rerun_at_once_takes_the_lease_of_a_driver_killed_on_this_host(
     assert (held["pid"], held["host"]) == (first.pid, socket.gethostname())
 
     monkeypatch.setenv(store_lease.LEASE_ENV, "60")  # far from stale: only its holder's end
-    resumed = sweep(config_file, uri)
+    resumed = sweep(config_file, uri, "--set=run.lease_wait=0")  # no wait: taken at once
     assert resumed.exit_code == 0, resumed.output
     assert f"{committed} already committed" in resumed.stderr
     statuses = [r["status"] for r in json.loads(s3.read(f"{prefix}/run.json"))["runs"]]

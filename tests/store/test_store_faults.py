@@ -2,9 +2,9 @@
 process on loopback, reached directly or through a TCP proxy on loopback that the tests tell
 to stop forwarding, to refuse every request for a moment, or to act as a given request
 reaches the store (`proxy.Proxy`). A run that may hang is a driver in a process of its own,
-with its own Ray, watched from outside (and ended, if it hangs); the rest run in this process,
-on the module's Ray instance; validate and report, where they may hang, in processes of their
-own.
+watched from outside (and ended, if it hangs); the rest run in this process; validate and
+report, where they may hang, in processes of their own. Every run plays on the thread
+executor: the store's faults, not Ray, are what is tested.
 
 - a store that stops answering mid-run: the run stops in one line (exit 1) soon after the
   lease is lost, not at a commit that never comes;
@@ -24,26 +24,23 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
 
-import polars as pl
-import pyarrow.dataset as ds
 import pytest
 from faults import driver, driver_env, pausing
 from helpers import clocksweep, free_port
 from processes import end_processes
 from proxy import Proxy
-from rows import kernel_rows, sorted_rows
+from rows import kernel_rows
+from s3_store import HANG, Watched, last_error_line, rows_at, serving
 
 from pipeline import ERROR_PREFIX
 from pipeline.store import lease as store_lease
 from pipeline.store.location import Location
-from pipeline.store.validate import committed_files
 from pipeline.sweep.cluster import CONNECT_SECONDS_ENV
 
 BUCKET = "faults"
@@ -59,6 +56,8 @@ shard_size = {SHARD}
 [grid]
 variant = ["standard", "watch"]
 strategy = ["most"]
+[run]
+executor = "threads"
 """
 
 
@@ -73,84 +72,15 @@ def sweep_config(tmp_path, shards: int = 6):
 # machine does not lose it, short enough that a lost one shows within seconds.
 LEASE = "9"
 CONNECT = "4"  # seconds a store may take to answer (CLOCKSWEEP_CONNECT_SECONDS)
-# A run that hangs is ended after this long: the test then fails instead of hanging.
-HANG = 120
-
-
-class Store:
-    """A moto S3 server in a process of its own (no signatures checked), a client on it."""
-
-    def __init__(self):
-        import boto3
-
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=f"http://127.0.0.1:{self.port}",
-            region_name="us-east-1",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.client.create_bucket(Bucket=BUCKET)
-                break
-            except Exception:  # noqa: BLE001 (not listening yet)
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise
-                time.sleep(0.2)
-
-    def uri(self, prefix: str, endpoint: str | None = None) -> str:
-        endpoint = endpoint or f"127.0.0.1:{self.port}"
-        return f"s3://{BUCKET}/{prefix}?endpoint_override={endpoint}&scheme=http"
-
-    def keys(self, prefix: str) -> list[str]:
-        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
-
-    def reset(self) -> None:
-        """The server loses everything (moto's own reset), and the bucket is made anew."""
-        import urllib.request
-
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/moto-api/reset", method="POST"
-        )
-        urllib.request.urlopen(request, timeout=10).close()
-        self.client.create_bucket(Bucket=BUCKET)
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def s3():
-    """The server, with credentials and a short lease in the environment (set before the
-    module's Ray instance starts, so that its workers see them)."""
-    settings = {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        store_lease.LEASE_ENV: LEASE,
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in settings.items():
-            patch.setenv(key, value)
-        store = Store()
-        try:
-            yield store
-        finally:
-            store.stop()
+    with serving(BUCKET, **{store_lease.LEASE_ENV: LEASE}) as store:
+        yield store
 
 
-pytestmark = pytest.mark.usefixtures("s3", "local_ray")  # the server first, then Ray
-FRESH_RAY = True  # its workers must see the server's credentials
+pytestmark = pytest.mark.usefixtures("s3")
 
 
 @pytest.fixture
@@ -158,68 +88,6 @@ def proxy(s3):
     into = Proxy(("127.0.0.1", s3.port))
     yield into
     into.close()
-
-
-def rows_at(where: str) -> pl.DataFrame:
-    """The committed per-deal rows, read through the store's own filesystem (or locally)."""
-    location = Location(where)
-    paths = [path.split("://", 1)[-1] for path in committed_files(where)]
-    return sorted_rows(pl.from_arrow(ds.dataset(paths, filesystem=location.fs).to_table()))
-
-
-def error_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith(ERROR_PREFIX)]
-
-
-def one_failure_line(code: int, stderr: str, stdout: str = "") -> str:
-    """The one error line of a command that failed (exit 1), with no traceback."""
-    assert "Traceback" not in stderr + stdout, stderr[-2000:]
-    assert code == 1, f"exit {code}: {stderr[-2000:]}"
-    (line,) = error_lines(stderr)
-    assert stderr.strip().splitlines()[-1] == line, stderr[-2000:]
-    return line
-
-
-class Watched:
-    """A driver process whose stderr is read as it comes, line by line, with the time."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc, self.lines = proc, queue.Queue()
-        self.said: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def wait_for(self, text: str, timeout: float = HANG) -> bool:
-        """Whether a line with ``text`` came before the process ended (or the timeout)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if line is None:
-                return False
-            self.said.append(line)
-            if text in line:
-                return True
-        return False
-
-    def end(self, timeout: float = HANG) -> tuple[int | None, str]:
-        """The exit status (None if it did not end in ``timeout``: then it is killed) and
-        all of stderr."""
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-            code = None
-        while self.wait_for("\0", timeout=5):
-            pass
-        return code, "".join(self.said)
 
 
 def watched_driver(config_file, uri: str, ray_tmp: str, fault: str = "none", **env) -> Watched:
@@ -249,7 +117,7 @@ def test_a_store_that_stops_answering_stops_the_run(s3, proxy, tmp_path):
     finally:
         end_processes(ray_tmp, remove=True)
     assert code is not None, f"still running {HANG} s after the store stopped: {stderr[-800:]}"
-    line = one_failure_line(code, stderr)
+    line = last_error_line(code, stderr)
     assert "lost its lease on the output" in line and "rerun the same command" in line, line
     # Lost within 6 s unrenewed (or 4 s unanswered, or a renewal later), then seconds to stop.
     assert took < 25, f"stopped {took:.0f} s after the store went silent"
@@ -285,7 +153,7 @@ def test_a_run_waiting_in_its_own_write_to_a_silent_store_is_ended(s3, proxy, tm
     assert paused, "the run wrote no manifest"
     took = time.monotonic() - paused[0]
     assert code is not None, f"still running {HANG} s after the store stopped: {stderr[-800:]}"
-    line = one_failure_line(code, stderr)
+    line = last_error_line(code, stderr)
     assert "lost its lease on the output" in line and "rerun the same command" in line, line
     # Lost within 6 s unrenewed (a renewal later at most), then the 4 s deadline.
     assert took < 30, f"ended {took:.0f} s after the store went silent"
@@ -322,7 +190,7 @@ def test_a_store_that_loses_its_state_loses_the_lease_at_once(s3, tmp_path):
     result = clocksweep("run", config, f"--set=output={uri}", task=pausing(0.3, str(pids)))
     assert reset, result.output
     took = time.monotonic() - reset[0]
-    line = one_failure_line(result.exit_code, result.stderr, result.stdout)
+    line = last_error_line(result.exit_code, result.stderr, result.stdout)
     # The renewal meets the key gone, or the bucket itself if it comes between the reset and
     # the bucket made anew: either is the store's word that the lease is not there.
     gone = (f".lock is gone from the store ({code})" for code in ("NoSuchKey", "NoSuchBucket"))
@@ -489,5 +357,5 @@ def test_a_file_that_vanishes_while_validate_reads_it(s3, proxy, tmp_path):
     assert checked.exception is None or isinstance(checked.exception, SystemExit), repr(
         checked.exception
     )
-    line = one_failure_line(checked.exit_code, checked.stderr, checked.stdout)
+    line = last_error_line(checked.exit_code, checked.stderr, checked.stdout)
     assert "changed or failed while validate read them" in line, line

@@ -60,7 +60,7 @@ def test_shipped_configs_load():
     from pipeline.sweep import stopping
 
     assert settle.stop.claims == stopping.DECIDED and settle.stop.comparisons == 0.001
-    assert [check.id for check in stopping.claim_checks(settle.cells)] == [
+    assert [check.id for check in stopping.claim_checks(settle.cells, settle.stop.claim_set)] == [
         "one_in_13",
         "better_than_one_in_three",
         "pick_makes_no_difference",
@@ -109,6 +109,11 @@ def test_overrides_and_hash(base, tmp_path):
     # How many deals are kept is not what decides the rows: more deals grow the same sweep.
     assert config.load(str(path), ["deals=1001"]).hash == plain.hash
     assert plain.ray["max_retries"] == config.DEFAULT_MAX_RETRIES
+    # How long a run waits for its output is not what decides the rows either.
+    waiting = config.load(str(path), ["run.lease_wait=0"])
+    assert waiting.hash == plain.hash and waiting.lease_wait == 0.0
+    assert waiting.resolved()["run"] == {"lease_wait": 0.0} and "run" not in plain.resolved()
+    assert config.load(str(path), ["run.lease_wait=2.5"]).lease_wait == 2.5
 
 
 def test_defaults(tmp_path):
@@ -167,6 +172,10 @@ BAD_EDITS = [
         ["grid: expected a table"],
     ),
     ("seed = 1", "seed = = 1", ["not valid TOML"]),
+    ("[grid]", '[run]\nlease_wait = "30"\n[grid]', ["run.lease_wait:", "string", "from 0"]),
+    ("[grid]", "[run]\nlease_wait = -1\n[grid]", ["run.lease_wait:", "out of range"]),
+    ("[grid]", "[run]\nlease_wait = nan\n[grid]", ["run.lease_wait:", "out of range"]),
+    ("[grid]", "[run]\nlease_wait = true\n[grid]", ["run.lease_wait:", "boolean"]),
 ]
 
 
@@ -237,6 +246,8 @@ finale = ["down"]
             ["deals: '\u0663' is not an integer"],
         ),  # Arabic-Indic three: ASCII digits only
         ("ray.max_retries=101", ["ray.max_retries: 101 is out of range 0..100"]),
+        ("run.lease_wait=soon", ["run.lease_wait: 'soon' is not a number", "seconds"]),
+        ("run.lease_wait=1e9", ["run.lease_wait: 1000000000.0 is out of range", "86400"]),
     ],
 )
 def test_override_errors(base, override, words):

@@ -55,7 +55,8 @@ def write(tmp_path: Path, record: str = "deals", body: str = BASE) -> tuple[Path
 
 
 def run(*args: str):
-    return CliRunner().invoke(cli, ["run", *map(str, args)])
+    # On the thread executor: cell groups, not Ray, are what is tested here.
+    return CliRunner().invoke(cli, ["run", *map(str, args), "--set=run.executor=threads"])
 
 
 def files_of(out: Path) -> dict[str, tuple[int, int]]:
@@ -101,7 +102,7 @@ def same_tables(one: dict, other: dict) -> None:
 
 
 @pytest.mark.parametrize("record", ["deals", "summary"])
-def test_a_new_cell_plays_only_itself_and_reads_as_one_sweep(tmp_path, local_ray, record):
+def test_a_new_cell_plays_only_itself_and_reads_as_one_sweep(tmp_path, record):
     path, out = write(tmp_path / "grown", record)
     assert run(path).exit_code == 0
     first_files = files_of(out)
@@ -145,7 +146,7 @@ def test_a_new_cell_plays_only_itself_and_reads_as_one_sweep(tmp_path, local_ray
         assert (counted, won) == (3000 * 4, rows["won"].sum())
 
 
-def test_a_per_deal_sweep_past_2_63_grows_by_a_cell(tmp_path, local_ray):
+def test_a_per_deal_sweep_past_2_63_grows_by_a_cell(tmp_path):
     """Deal numbers are unsigned 64-bit: the wins a new cell pairs with are read as such."""
     body = BASE.replace("deals = 3000", f"first = {2**64 - 3001}\ndeals = 3000")
     path, out = write(tmp_path, "deals", body)
@@ -159,7 +160,7 @@ def test_a_per_deal_sweep_past_2_63_grows_by_a_cell(tmp_path, local_ray):
     assert read_rows([f"{d}/*.parquet" for d in union]).equals(kernel_rows(text))
 
 
-def test_a_summary_shards_wins_are_the_kernels_deal_by_deal(tmp_path, local_ray):
+def test_a_summary_shards_wins_are_the_kernels_deal_by_deal(tmp_path):
     path, out = write(tmp_path, "summary")
     assert run(path).exit_code == 0
     entry = json.loads((out / "manifest.json").read_text())["shards"][1]
@@ -177,7 +178,7 @@ def test_a_summary_shards_wins_are_the_kernels_deal_by_deal(tmp_path, local_ray)
         read_wins(Location(str(out)), record, cells, 1000, 1000)
 
 
-def test_more_cells_and_more_deals_at_once(tmp_path, local_ray):
+def test_more_cells_and_more_deals_at_once(tmp_path):
     path, out = write(tmp_path / "grown")
     assert run(path).exit_code == 0
     grown = run(path, *GROWN, "--set", "deals=4500")
@@ -189,7 +190,7 @@ def test_more_cells_and_more_deals_at_once(tmp_path, local_ray):
     same_tables(report_tables(out), report_tables(fresh))
 
 
-def test_a_lost_cell_or_another_sweep_is_refused_and_nothing_changes(tmp_path, local_ray):
+def test_a_lost_cell_or_another_sweep_is_refused_and_nothing_changes(tmp_path):
     path, out = write(tmp_path)
     assert run(path).exit_code == 0 and run(path, *GROWN).exit_code == 0
     assert (out / "cells-1" / "manifest.json").is_file()
@@ -212,7 +213,7 @@ def test_a_lost_cell_or_another_sweep_is_refused_and_nothing_changes(tmp_path, l
     assert "cell_groups" not in json.loads((out / "run.json").read_text())
 
 
-def test_a_damaged_file_of_a_new_cell_is_named_and_redone_alone(tmp_path, local_ray):
+def test_a_damaged_file_of_a_new_cell_is_named_and_redone_alone(tmp_path):
     path, out = write(tmp_path)
     assert run(path).exit_code == 0
     assert run(path, *GROWN).exit_code == 0
@@ -236,9 +237,7 @@ def test_a_damaged_file_of_a_new_cell_is_named_and_redone_alone(tmp_path, local_
     assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
 
 
-def test_the_report_counts_the_shards_of_a_damaged_page_of_a_new_cell(
-    tmp_path, local_ray, monkeypatch
-):
+def test_the_report_counts_the_shards_of_a_damaged_page_of_a_new_cell(tmp_path, monkeypatch):
     """A page of the new group that is altered keeps its 2 shards out of the report: 2 not
     read, named once by the page, not once more each as a shard the group lacks."""
     monkeypatch.setenv(PAGE_ENV, "2")
@@ -265,7 +264,7 @@ def test_the_report_counts_the_shards_of_a_damaged_page_of_a_new_cell(
     assert "shards missing: 2 of 3: 0 (0-999), 1 (1000-1999)" in valid.output
 
 
-def test_a_new_cell_failing_once_is_retried(tmp_path, local_ray):
+def test_a_new_cell_failing_once_is_retried(tmp_path):
     """A task of the new group that fails is retried, and waits for nothing else."""
     path, out = write(tmp_path)
     assert run(path).exit_code == 0
@@ -288,7 +287,7 @@ def test_a_new_cell_failing_once_is_retried(tmp_path, local_ray):
 RULED = STOPS + RULE  # stops at a shard of its own (test_stopping)
 
 
-def test_a_stopped_sweep_grown_by_a_cell_stops_where_a_fresh_one_does(tmp_path, local_ray):
+def test_a_stopped_sweep_grown_by_a_cell_stops_where_a_fresh_one_does(tmp_path):
     """The rule reads every cell's tallies, the new group's pairing its cell with the old:
     the grown sweep stops at the fresh sweep's shard, with its rows."""
     added = ["--set", "grid.strategy=most,fewest,random"]
@@ -320,13 +319,13 @@ def test_a_stopped_sweep_grown_by_a_cell_stops_where_a_fresh_one_does(tmp_path, 
     assert CliRunner().invoke(cli, ["validate", str(out)]).exit_code == 0
 
 
-def test_a_growth_killed_by_sigkill_resumes_to_the_fresh_sweeps_rows(tmp_path, local_ray):
+def test_a_growth_killed_by_sigkill_resumes_to_the_fresh_sweeps_rows(tmp_path):
     path, out = write(tmp_path / "grown")
     assert run(path).exit_code == 0
     first_files = files_of(out)
     pids, ray_tmp = tmp_path / "pids", f"/tmp/csgrow{os.getpid()}"
     pids.mkdir()
-    grown = [f"grid.strategy={GROWN[1].split('=')[1]}", "ray.num_cpus=1"]
+    grown = [f"grid.strategy={GROWN[1].split('=')[1]}", "ray.num_cpus=1", "run.executor=threads"]
     try:
         proc = driver(path, out, *grown, fault=f"pause=0.5:{pids}", env={"RAY_TMPDIR": ray_tmp})
         committed_while_running(

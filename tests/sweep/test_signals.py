@@ -68,7 +68,8 @@ def test_a_run_stopped_at_many_moments_by_repeated_signals_ends(tmp_path):
     command exits 130 within seconds, in one line, and Ray's processes end; the next run
     into the same directory is not refused (the lock is free) and resumes."""
     config_file = tmp_path / "signals.toml"
-    config_file.write_text(CONFIG)
+    # Far more than 5 s of play, so that the last moment still finds the run playing.
+    config_file.write_text(CONFIG.replace("1_600_000", "16_000_000"))
     out, marker = tmp_path / "out", f"/tmp/cssig{os.getpid()}"
     try:
         for first in (0.5, 1.5, 3.0, 5.0):

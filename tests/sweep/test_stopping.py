@@ -17,6 +17,7 @@ from processes import end_processes
 from rows import manifest_entries
 
 from pipeline.cli import cli
+from pipeline.report.claims import rule_pages
 from pipeline.store.records import PAGE_ENV
 from pipeline.sweep import driver as sweep_driver
 
@@ -46,8 +47,10 @@ def write(tmp_path: Path, body: str, name: str = "stops.toml") -> tuple[Path, Pa
     return path, out
 
 
-def run(*args: str):
-    return CliRunner().invoke(cli, ["run", *map(str, args)])
+def run(*args: str, executor: str = "threads"):
+    """`clocksweep run ARGS` in this process: on the thread executor (stop rules, not Ray,
+    are what is tested), or on the module's local Ray instance (``executor="ray"``)."""
+    return CliRunner().invoke(cli, ["run", *map(str, args), f"--set=run.executor={executor}"])
 
 
 # --- Bad rules ----------------------------------------------------------------------------
@@ -74,6 +77,14 @@ def run(*args: str):
         ),
         ("[stop]\nwin_rate = 0.01\nconfidence = 1.5\n", ["stop.confidence: 1.5 is out of range"]),
         ("stop = 3\n", ["stop: expected a table [stop]"]),
+        (
+            "[stop]\nwin_rate = 0.01\nclaims_file = 'mine.toml'\n",
+            ["stop.claims_file: the rule reads it only for stop.claims = 'decided'"],
+        ),
+        (
+            "[stop]\nclaims = 'decided'\nclaims_file = 'nowhere.toml'\n",
+            ["stop.claims_file: nowhere.toml: cannot read"],
+        ),
     ],
 )
 def test_bad_rules_are_refused_in_one_line(tmp_path, rule, words):
@@ -143,10 +154,10 @@ def on_disk(out: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory, local_ray) -> tuple[Path, Path, dict]:
+def two_workers(tmp_path_factory) -> tuple[Path, Path, dict]:
     """The rule run in this process, on the module's local Ray instance of two CPUs."""
     path, out = write(tmp_path_factory.mktemp("two"), BASE + RULE)
-    result = run(path)
+    result = run(path, executor="ray")
     assert result.exit_code == 0, result.output
     (out.parent / "stderr.txt").write_text(result.stderr)
     return path, out, json.loads((out / "run.json").read_text())["stop"]
@@ -192,6 +203,7 @@ def test_one_worker_and_a_killed_driver_stop_at_the_same_deal(two_workers, tmp_p
             path,
             out,
             "ray.num_cpus=1",
+            "run.executor=threads",  # the stop rule, not Ray, is what is tested
             fault=f"pause=0.3:{pids}",
             env={"RAY_TMPDIR": ray_tmp},
         )
@@ -203,7 +215,7 @@ def test_one_worker_and_a_killed_driver_stop_at_the_same_deal(two_workers, tmp_p
         end_processes(ray_tmp, remove=True)
     assert len(manifest_entries(out)) <= stop["stopped_at_shard"]
 
-    resumed = driver(path, out, "ray.num_cpus=1", env={"RAY_TMPDIR": ray_tmp})
+    resumed = driver(path, out, "ray.num_cpus=1", "run.executor=threads")
     try:
         _, stderr = resumed.communicate(timeout=300)
     finally:
@@ -236,7 +248,7 @@ def test_the_report_says_how_the_run_stopped(two_workers, tmp_path):
     assert "## How the run stopped" in text and "anytime-valid 95%" in text
 
 
-def test_an_unmet_rule_plays_every_deal_and_says_how_far_it_was(tmp_path, local_ray):
+def test_an_unmet_rule_plays_every_deal_and_says_how_far_it_was(tmp_path):
     body = BASE.replace("deals = 120000", "deals = 4000") + RULE.replace("0.015", "0.002")
     path, out = write(tmp_path, body)
     result = run(path)
@@ -280,7 +292,7 @@ def inodes(out: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def test_more_deals_play_only_the_new_shards(tmp_path, local_ray):
+def test_more_deals_play_only_the_new_shards(tmp_path):
     body = BASE.replace("deals = 120000", "deals = 2500")
     path, out = write(tmp_path, body)
     assert run(path).exit_code == 0
@@ -345,7 +357,7 @@ def test_a_tighter_rule_grows_a_stopped_sweep_and_a_looser_one_cuts_it(
 
 
 def test_a_rule_added_to_a_sweep_played_without_one_reads_its_tallies(
-    two_workers, tmp_path, local_ray, monkeypatch
+    two_workers, tmp_path, monkeypatch
 ):
     """Five shards past the point, with the manifest in pages of 4: pages past the point, and
     (but when the point ends a page) one it falls inside, are opened and cut."""
@@ -384,7 +396,7 @@ claims = "decided"
 """
 
 
-def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path, local_ray):
+def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path):
     path, out = write(tmp_path, CLAIMS)
     result = run(path)
     assert result.exit_code == 0, result.output
@@ -413,6 +425,75 @@ def test_claims_decided_stop_the_run_where_the_report_decides_them_too(tmp_path,
     fixed = {c["id"]: c["verdict"] for c in document["claims"]}
     for claim, verdict in verdicts.items():  # the fixed-n verdict, narrower, agrees
         assert fixed[claim] == verdict, (claim, verdict, fixed[claim])
+
+
+# A user's claims: two a stop rule decides on the cells below (a win rate refuted, one
+# confirmed), one it leaves to the report (deal facts), one no cell answers (no watch cell).
+USERS_CLAIMS = """
+[[claim]]
+id = "one_swap_25_to_30"
+says = "With one swap, win rates climb to roughly 25-30%"
+source = { title = "a page" }
+measure = "win_rate"
+cells = { variant = "one_swap", strategy = "most" }
+asserts = { between = [0.25, 0.30] }
+
+[[claim]]
+id = "about_one_in_13"
+says = "About one deal in 13"
+source = { title = "a page", url = "https://example.org/clock" }
+measure = "win_rate"
+cells = { variant = "standard" }
+asserts = { equals = "1/13", tolerance = 0.02 }
+
+[[claim]]
+id = "no_king_no_win"
+says = "No king at an hour pile's bottom, no win"
+source = { title = "a page" }
+measure = "win_rate_where"
+cells = { variant = "standard" }
+fact = "kings_at_bottom"
+range = [0, 0]
+asserts = { never = true, chances = 100 }
+
+[[claim]]
+id = "watch_a_third"
+says = "Watch wins a third of its deals"
+source = { title = "a page" }
+measure = "win_rate"
+cells = { variant = "watch", strategy = "random" }
+asserts = { equals = "1/3" }
+"""
+
+
+def test_a_stop_rule_decides_a_users_claims_file(tmp_path):
+    """The rule decides the claims of the user's file that the cells' tallies answer, and
+    the report, reading the same file, gives the same verdicts on fixed-n intervals."""
+    (tmp_path / "mine.toml").write_text(USERS_CLAIMS)
+    rule = f'[stop]\nclaims = "decided"\nclaims_file = "{tmp_path / "mine.toml"}"\n'
+    path, out = write(tmp_path, BASE + '[run]\nexecutor = "threads"\n' + rule)
+    result = run(path)
+    assert result.exit_code == 0, result.output
+    stop = json.loads((out / "run.json").read_text())["stop"]
+    assert stop["met"] and stop["deals"] < 120_000, stop
+    assert stop["rule"]["claims_file"] == str(tmp_path / "mine.toml")
+    verdicts = {t["claim"]: t["verdict"] for t in stop["targets"] if t["kind"] == "claim"}
+    assert verdicts == {"one_swap_25_to_30": "refuted", "about_one_in_13": "confirmed"}
+
+    mine = str(tmp_path / "mine.toml")
+    report = CliRunner().invoke(
+        cli, ["report", str(out), "--out", str(tmp_path / "rep"), "--no-plots", "--claims", mine]
+    )
+    assert report.exit_code == 0, report.output
+    document = json.loads((tmp_path / "rep" / "report.json").read_text())
+    fixed = {c["id"]: c for c in document["claims"]}
+    for claim, verdict in verdicts.items():  # the fixed-n verdict, narrower, agrees
+        assert fixed[claim]["verdict"] == verdict, (claim, verdict, fixed[claim])
+    assert fixed["no_king_no_win"]["verdict"] == "confirmed"  # on every deal's facts
+    assert fixed["watch_a_third"]["verdict"] == "not measured"
+    assert fixed["watch_a_third"]["needs"] == "a cell of watch random"
+    targets = {t["claim"]: t for t in document["stopping"]["targets"] if t["kind"] == "claim"}
+    assert targets["about_one_in_13"]["fixed_n_interval"] == fixed["about_one_in_13"]["interval"]
 
 
 def test_a_shard_tally_counts_wins_and_lone_wins_deal_by_deal():
@@ -447,9 +528,19 @@ def test_a_claim_over_some_strategies_is_decided_only_as_they_can_decide_it():
     from pipeline.engine.rules import Cell
     from pipeline.sweep.stopping import claim_checks
 
+    class Fixed:  # evidence that gives every read one interval, the rates as listed
+        def __init__(self, interval):
+            self.fixed = interval
+
+        def rate(self, cell):
+            return -rules.COUNT_STRATEGIES.index(cell.strategy)
+
+        def interval(self, read):
+            return self.fixed
+
     def check_of(cells, claim):
-        (check,) = [check for check in claim_checks(cells) if check.id == claim]
-        return lambda interval: check.declaration.verdict(interval, len(cells))
+        (check,) = [check for check in claim_checks(cells, rule_pages()) if check.id == claim]
+        return lambda interval: check.claim.decide_among(check.candidates, Fixed(interval)).verdict
 
     two = check_of(
         [Cell("watch", "clockwise"), Cell("watch", "random")], "pick_makes_no_difference"
@@ -475,7 +566,7 @@ def test_the_rule_decides_the_claims_on_the_cells_the_report_reads():
     from pipeline.sweep.stopping import claim_checks
 
     cells = [Cell("play_out", order="round-robin"), Cell("play_out", order="packets")]
-    checks = {check.id: check for check in claim_checks(cells)}
+    checks = {check.id: check for check in claim_checks(cells, rule_pages())}
     assert set(checks) == {"one_in_13", "deal_order_no_change"}
     assert list(checks["one_in_13"].rates) == [cells[0]]
     assert list(checks["deal_order_no_change"].pairs) == [tuple(cells)]
@@ -496,7 +587,7 @@ def test_no_difference_between_picks_is_read_on_the_best_and_the_worst():
     for a, b in tally_pairs(cells):
         gap = won[a] - won[b]
         lone.append([max(gap, 0) + 1_000, max(-gap, 0) + 1_000])
-    stopping = Stopping(StopRule(claims="decided"), cells, 10**6)
+    stopping = Stopping(StopRule(claims="decided", claim_set=rule_pages()), cells, 10**6)
     assert stopping.add(100_000, won, lone)
     (target,) = [t for t in stopping.targets() if t.claim == "pick_makes_no_difference"]
     best, worst = Cell("watch", "most").label, Cell("watch", "fewest").label
@@ -534,7 +625,7 @@ def test_the_deals_a_rule_still_needs_stay_a_count_however_narrow_its_half_width
         assert json.loads(json.dumps(record))["deals_still_needed"] == needed
 
 
-def test_a_looser_rule_that_cuts_a_page_says_so(tmp_path, local_ray, monkeypatch):
+def test_a_looser_rule_that_cuts_a_page_says_so(tmp_path, monkeypatch):
     """Ten shards, in pages of four (0-3, 4-7; 8 and 9 in the manifest): a rule that holds at
     shard 5 cuts page 4-7. Its file goes with the shards past the stop, and the run says so;
     it is no file of an earlier run that no committed shard lists."""
@@ -580,3 +671,35 @@ def test_the_time_left_is_that_of_the_deals_the_rule_still_needs():
     assert "ETA 0:00:05" in progress.status()
     progress.still_needed = lambda: None  # not known yet: the config's deals
     assert "ETA 0:01:30" in progress.status()
+
+
+def test_claims_sharing_a_cell_are_decided_as_soon_as_the_narrowest_aim_allows():
+    """Two claims read the standard cell: one pinned to a tenth of a point's band, one to
+    half a point. Its sequence bets for the narrower (and its first shard, before any
+    estimate, for no more than the tolerance, not for the prior's distance to the band), so
+    the band's claim is decided near where a sequence aimed at it gets there: about
+    2 log(2/alpha) sigma^2 / h^2 deals for the half-width h it needs."""
+    import math
+
+    from pipeline.engine.rules import Cell
+    from pipeline.inference import claim_file, stats
+    from pipeline.sweep.stopping import Stopping, StopRule
+
+    text = USERS_CLAIMS.split("[[claim]]")[2].replace('"about_one_in_13"', '"loose"')
+    band = text.replace('"loose"', '"band"').replace(
+        'asserts = { equals = "1/13", tolerance = 0.02 }',
+        "asserts = { between = [0.0755, 0.0765] }",
+    )
+    claim_set = claim_file.parse("[[claim]]" + text + "[[claim]]" + band, "mine.toml")
+    cells = [Cell()]
+    stopping = Stopping(StopRule(claims="decided", claim_set=claim_set), cells, 10**9)
+    shard, wins = 260_000, 20_000  # exactly 1/13 of every shard won
+    while not stopping.add(shard, [wins], []):
+        assert stopping.deals < 10**8, stopping.status()
+    p = 1 / 13
+    needed = 2 * math.log(2 / (1 - stats.CLAIM_CONFIDENCE)) * p * (1 - p) / (p - 0.0765) ** 2
+    assert stopping.deals <= 2 * needed, (stopping.deals, needed)
+    assert {t.claim: t.verdict for t in stopping.targets()} == {
+        "loose": "confirmed",
+        "band": "refuted",
+    }

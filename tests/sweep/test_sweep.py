@@ -454,6 +454,7 @@ def test_driver_sigkill_then_resume(config_file, tmp_path, expected, monkeypatch
             config_file,
             out,
             "ray.num_cpus=1",
+            "run.executor=threads",  # a driver's death, not Ray's, is what is tested
             "shard_size=2000",
             fault=f"pause=0.7:{pids}",
             env={"RAY_TMPDIR": ray_tmp, records.PAGE_ENV: "3"},
@@ -496,6 +497,8 @@ def test_sigterm_and_sigint_stop_the_run_and_it_resumes(config_file, tmp_path, e
             out,
             "ray.num_cpus=1",
             "shard_size=2000",
+            # Ctrl-C on the thread executor; its end of Ray's processes is test_signals'.
+            *(["run.executor=threads"] if stop == signal.SIGINT else []),
             fault=f"pause=3:{pids}",
             env={"RAY_TMPDIR": ray_tmp},
         )
