@@ -460,8 +460,10 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
     ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`, a
     strategy of the user's CUSTOM + k for ``customs[k]`` (`custom.compiled`; MAX_CUSTOM of
     them, the unused `no_strategy`; None where no cell has one), ``custom_reads`` what those
-    read (READS_...: nonzero if any does); ``tables`` = `scheme_tables()`. A strategy of the user's that names no pile
-    holding cards (or raised) stops the play: ``errors`` gets (deal offset, k, its answer).
+    read (READS_...: nonzero if any does); ``tables`` = `scheme_tables()`. A strategy of
+    the user's that names no pile holding cards stops the play: ``errors`` gets (deal offset,
+    k, its answer); what one raises ends the call, ``errors[3:5]`` holding the deal offset
+    and k it was called for.
     """
     positions, ranges, thresholds, rand_interval, rand_values = tables
     n_cells = cell_codes.shape[0]
@@ -643,6 +645,8 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                             if reads_bottoms:
                                 for q in range(N_PILES):
                                     shown_bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
+                            errors[3] = d  # the deal and strategy of what it raises, if it does
+                            errors[4] = k
                             hour = customs[k](shown_counts, shown_seen, shown_bottoms, rand)
                             if hour < 1 or hour > N_HOURS or down[hour - 1] == 0:
                                 errors[0] = d
@@ -799,10 +803,18 @@ def play(
     # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
     out[ROW_RESTARTS] = NO_COUNT
     out[ROW_STRAY_DEATHS] = NO_COUNT
-    errors = np.full(3, -1, dtype=np.int64)
-    play_cells(
-        np.uint64(seed), np.uint64(first), count, codes, TABLES, out, *user_functions(mine), errors
-    )
+    errors = np.full(5, -1, dtype=np.int64)
+    customs, reads = user_functions(mine)
+    try:
+        play_cells(
+            np.uint64(seed), np.uint64(first), count, codes, TABLES, out, customs, reads, errors
+        )
+    except Exception:  # a strategy of the user's raised (the deal it was called for is known)
+        if errors[3] < 0:
+            raise
+        raise strategy_failure(
+            seed, first + int(errors[3]), mine[errors[4]], cells, custom.RAISED
+        ) from None
     if errors[0] >= 0:
         raise strategy_failure(seed, first + int(errors[0]), mine[errors[1]], cells, int(errors[2]))
     return dict(zip(RESULT_ROWS, out))
