@@ -32,32 +32,31 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def rule_cost(config_path: str, deals: int) -> dict:
-    import numpy as np
 
     from pipeline.engine import kernel
-    from pipeline.records import summary
     from pipeline.sweep import config, task
     from pipeline.sweep.stopping import Stopping, StopRule, strategy_pairs
 
     cfg = config.load(config_path, [f"deals={deals}"])
     cells, pairs = list(cfg.cells), strategy_pairs(cfg.cells)
-    batch = task.deals_per_batch(cfg.shard_size, len(cells), summary.BLOCK, cfg.record)
+    multiple = task.summary_batch_multiple()
+    batch = task.deals_per_batch(cfg.shard_size, len(cells), multiple, cfg.record)
     warm = kernel.play(cfg.seed, 0, 1000, cells)["won"]  # compiled and imported
-    task.tally_of(summary.packed_rows(warm), pairs)
+    task.StopTally.empty(len(cells), pairs).add(warm)
     kernel_seconds = tally_seconds = 0.0
-    sample_deals, shard_parts, tally = 0, [], None
+    sample_deals, shard_tally, tally = 0, task.StopTally.empty(len(cells), pairs), None
     started = time.perf_counter()
     while time.perf_counter() - started < 20 or sample_deals < cfg.shard_size:
         count = min(batch, cfg.shard_size - sample_deals % cfg.shard_size)
         began = time.perf_counter()
         results = kernel.play(cfg.seed, sample_deals, count, cells)
         kernel_seconds += time.perf_counter() - began
-        began = time.perf_counter()  # what a task adds: pack each batch, tally each shard
-        shard_parts.append(np.packbits(results["won"], axis=1))
+        began = time.perf_counter()  # what a task adds: each batch counted
+        shard_tally.add(results["won"])
         sample_deals += count
         if sample_deals % cfg.shard_size == 0:
-            tally = task.tally_of(summary.as_words(np.concatenate(shard_parts, axis=1)), pairs)
-            shard_parts = []
+            tally = shard_tally.entry()
+            shard_tally = task.StopTally.empty(len(cells), pairs)
         tally_seconds += time.perf_counter() - began
     shards = -(-deals // cfg.shard_size)
     rule = StopRule(win_rate=1e-9, comparisons="decided" if pairs else None)  # never met

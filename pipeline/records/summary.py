@@ -326,8 +326,7 @@ def _count(
     restart_slot,
     counts,
     restart_counts,
-    turned_counts,
-    pile_counts,
+    turned_pile_counts,
     won_matrix,
     present,
     fill,
@@ -348,7 +347,7 @@ def _count(
         slot = restart_slot[c]
         # The run's own rows, the cell's own tallies, and ranges checked as unsigned (one
         # compare for both ends): what lets the compiler keep the loop tight.
-        cell_counts, cell_turned, cell_piles = counts[c], turned_counts[c], pile_counts[c]
+        cell_counts, cell_turned_piles = counts[c], turned_pile_counts[c]
         a, b = starts[r], ends[r]
         won_r, turned_r, down_r, pile_r = won[a:b], turned[a:b], down[a:b], pile[a:b]
         restarts_r, stray_r = restarts[a:b], stray[a:b]
@@ -396,8 +395,9 @@ def _count(
                 ] += 1
             else:
                 cell_counts[(w * DOWN_RANGE + d) * N_HINT_CODES + hint] += 1
-            cell_turned[w * TURNED_RANGE + t] += 1
-            cell_piles[w * PILE_RANGE + p] += 1
+            # One tally of (won, cards_turned, rescue_pile), whose sums are the turned and
+            # piles tables: one count a row rather than two.
+            cell_turned_piles[(w * TURNED_RANGE + t) * PILE_RANGE + p] += 1
             if fill:
                 k = deal_offset[i] if by_deal else j
                 if k < 0 or k >= n_deals:
@@ -572,17 +572,28 @@ class ShardSummary:
         self.restart_slot[replays] = np.arange(len(replays))
         self.counts = np.zeros((n_cells, COUNT_SIZE), dtype=np.int64)
         self.restart_counts = np.zeros((len(replays), RESTART_SIZE), dtype=np.int64)
-        self.turned = np.zeros((n_cells, 2 * TURNED_RANGE), dtype=np.int64)
-        self.piles = np.zeros((n_cells, 2 * PILE_RANGE), dtype=np.int64)
+        # (won, cards_turned, rescue_pile): `turned` and `piles` are its sums.
+        self.turned_piles = np.zeros((n_cells, 2 * TURNED_RANGE * PILE_RANGE), dtype=np.int64)
         self.facts = FactCounts(self.cells, self.strategies)
+
+    @property
+    def turned(self) -> np.ndarray:
+        """Deals by (won, cards_turned), cells x (won * TURNED_RANGE + cards_turned)."""
+        by_pile = self.turned_piles.reshape(len(self.cells), 2 * TURNED_RANGE, PILE_RANGE)
+        return by_pile.sum(axis=2)
+
+    @property
+    def piles(self) -> np.ndarray:
+        """Deals by (won, rescue_pile), cells x (won * PILE_RANGE + rescue_pile)."""
+        by_turned = self.turned_piles.reshape(len(self.cells), 2, TURNED_RANGE, PILE_RANGE)
+        return by_turned.sum(axis=2).reshape(len(self.cells), 2 * PILE_RANGE)
 
     def _tallies(self):
         return (
             self.restart_slot,
             self.counts,
             self.restart_counts,
-            self.turned,
-            self.piles,
+            self.turned_piles,
             self.won,
             self.present,
         )
@@ -801,7 +812,7 @@ class KernelBatches(ShardSummary):
         super().add_matrix(results)
 
     def _add_wins(self, won: np.ndarray) -> None:
-        self.pair_sums += pair_counts(won, None, self.pairs)
+        add_pair_sums(won, self.pairs, self.pair_sums)
         _block_tally(won, won, False, self.block_sums)
         self.won = self.present = np.zeros((len(self.cells), 0), dtype=bool)
 
@@ -810,8 +821,7 @@ class KernelBatches(ShardSummary):
         for mine, theirs in (
             (self.counts, other.counts),
             (self.restart_counts, other.restart_counts),
-            (self.turned, other.turned),
-            (self.piles, other.piles),
+            (self.turned_piles, other.turned_piles),
             (self.pair_sums, other.pair_sums),
             (self.block_sums, other.block_sums),
         ):
@@ -875,6 +885,35 @@ def pair_counts(
         out[rows, 2] = b_wins - both
         out[rows, 3] = n - a_wins - b_wins + both
     return out
+
+
+def add_pair_sums(won: np.ndarray, pairs: Sequence[tuple[int, int]], sums: np.ndarray) -> None:
+    """Add each pair's (both, a_only, b_only, neither) over every deal of ``won`` (cells x
+    deals, nonzero: won) to ``sums`` (pairs x 4): `pair_counts` for deals every cell played,
+    in one pass that makes no array (a batch's arrays, fresh pages each time, cost more than
+    the counting on a VM that backs its memory lazily)."""
+    if not len(pairs):
+        return
+    index = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    _add_pair_sums(won.view(np.int8) if won.dtype == np.bool_ else won, index, sums)
+
+
+@_compiled_on_first_call
+def _add_pair_sums(won, index, sums):
+    n = won.shape[1]
+    for k in range(index.shape[0]):
+        wins_a, wins_b = won[index[k, 0]], won[index[k, 1]]
+        both = a_wins = b_wins = 0
+        for j in range(n):
+            x = np.int64(wins_a[j] != 0)
+            y = np.int64(wins_b[j] != 0)
+            both += x & y
+            a_wins += x
+            b_wins += y
+        sums[k, 0] += both
+        sums[k, 1] += a_wins - both
+        sums[k, 2] += b_wins - both
+        sums[k, 3] += n - a_wins - b_wins + both
 
 
 def pair_table(

@@ -38,15 +38,20 @@ WINS_SCHEMA = wins_schema()  # a sweep's of the built-in strategies only
 
 
 def wins_table(
-    cells: Sequence[Cell], won: np.ndarray, strategies: tuple[str, ...] | None = None
+    cells: Sequence[Cell],
+    packed: np.ndarray,
+    count: int,
+    strategies: tuple[str, ...] | None = None,
 ) -> pa.Table:
-    """The ``wins`` table of a shard: ``won`` is cells x deals (nonzero: won)."""
+    """The ``wins`` table of a shard of ``count`` deals: ``packed`` is its wins, cells x
+    deals, packed to bits (`np.packbits` along the deals)."""
     strategies = strategies or summary.strategy_names(cells)
-    packed = np.packbits(won.astype(bool, copy=False), axis=1)
+    if packed.shape != (len(cells), -(-count // 8)):
+        raise ValueError(f"wins of {packed.shape[1]} bytes a cell for {count} deals")
     index = np.arange(len(cells), dtype=np.int64)
     columns = {
         **summary.cell_labels(cells, "", index, strategies),
-        "deals": pa.array(np.full(len(cells), won.shape[1], dtype=np.int64)),
+        "deals": pa.array(np.full(len(cells), count, dtype=np.int64)),
         "bits": pa.array([row.tobytes() for row in packed], type=pa.binary()),
     }
     return pa.table(columns, schema=wins_schema(strategies))

@@ -14,6 +14,7 @@ so a shard's files are the same bytes however it was cut.
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -30,36 +31,57 @@ from pipeline.store.plan import Shard
 
 # A task plays at most this many rows (deals x cells) at once. Per-deal records: few enough
 # that the allocator reuses the same pages batch after batch (larger batches are fresh pages
-# every time, and cost more per row); summary records: more, since each batch ends in its own
-# small tables. `benchmarks/sweep_bench.py` measures a sweep's split of time.
-ROWS_PER_BATCH = {"deals": 500_000, "summary": 4_000_000}
+# every time, and cost more per row). Summary records: few enough that a batch's results
+# (11 bytes a row) are still in the cache when they are counted, but no fewer deals than
+# MIN_SUMMARY_DEALS, below which a batch's own costs (a kernel call, its tallies' calls)
+# grow with many cells: measured in strategies.toml's and published-odds.toml's tasks.
+# `benchmarks/sweep_bench.py` measures a sweep's split of time.
+ROWS_PER_BATCH = {"deals": 500_000, "summary": 250_000}
+MIN_SUMMARY_DEALS = 30_000
 
 
 def deals_per_batch(count: int, n_cells: int, multiple: int = 1, record: str = "deals") -> int:
-    """Sub-batch size: even batches of at most ROWS_PER_BATCH[record] rows, a multiple of
-    ``multiple``."""
+    """Sub-batch size: even batches of at most ROWS_PER_BATCH[record] rows (summary records:
+    at least MIN_SUMMARY_DEALS deals), a multiple of ``multiple``."""
     n_batches = -(-count * n_cells // ROWS_PER_BATCH[record])
+    if record == "summary":
+        n_batches = min(n_batches, -(-count // MIN_SUMMARY_DEALS))
     size = max(1, -(-count // max(1, n_batches)))
-    if multiple > 1 and size > multiple:
-        size -= size % multiple
+    if multiple > 1 and size < count:  # a shard of fewer deals than ``multiple``: one batch
+        size = max(multiple, size - size % multiple)
     return size
 
 
-def tally_of(packed: np.ndarray, pairs: list[tuple[int, int]]) -> dict:
-    """What a stop rule reads of a shard, from its cells' wins packed to bits (cells x uint64
-    words, `summary.as_words`; batches packed one by one side by side, since the zero bits
-    that pad each count nothing): each cell's wins, and each pair's deals won by a alone and
-    by b alone."""
-    from pipeline.records import summary
+@dataclass
+class StopTally:
+    """What a stop rule reads of a shard (its entry's ``tally``), counted batch by batch:
+    each cell's wins, and each pair's deals won by a alone and by b alone. The cells are the
+    earlier groups' and then the job's."""
 
-    wins = summary.popcount_rows(packed).tolist()
-    if not pairs:
-        return {"wins": wins, "pairs": []}
-    a = packed[np.array([pair[0] for pair in pairs])]
-    b = packed[np.array([pair[1] for pair in pairs])]
-    a_only = summary.popcount_rows(a & ~b).tolist()
-    b_only = summary.popcount_rows(b & ~a).tolist()
-    return {"wins": wins, "pairs": [[x, y] for x, y in zip(a_only, b_only)]}
+    pairs: tuple[tuple[int, int], ...]
+    wins: np.ndarray  # per cell
+    sums: np.ndarray  # per pair: both, a_only, b_only, neither (`summary.add_pair_sums`)
+
+    @classmethod
+    def empty(cls, n_cells: int, pairs: Sequence[tuple[int, int]]) -> StopTally:
+        pairs = tuple(tuple(pair) for pair in pairs)
+        return cls(pairs, np.zeros(n_cells, np.int64), np.zeros((len(pairs), 4), np.int64))
+
+    def add(self, won: np.ndarray) -> None:
+        """Add a batch's wins (cells x deals, nonzero: won)."""
+        from pipeline.records import summary
+
+        self.wins += np.count_nonzero(won, axis=1)
+        summary.add_pair_sums(won, self.pairs, self.sums)
+
+    def __add__(self, other: StopTally) -> StopTally:
+        return StopTally(self.pairs, self.wins + other.wins, self.sums + other.sums)
+
+    def entry(self) -> dict:
+        return {
+            "wins": self.wins.tolist(),
+            "pairs": [[int(a_only), int(b_only)] for _, a_only, b_only, _ in self.sums],
+        }
 
 
 @dataclass(frozen=True)
@@ -104,15 +126,19 @@ def on_this_node(entry: ShardEntry) -> ShardEntry:
 
 def batch_starts(job: ShardJob) -> range:
     """Where each of the shard's kernel batches starts (deals after the shard's first)."""
-    multiple = summary_block() if job.record == "summary" else 1
+    multiple = summary_batch_multiple() if job.record == "summary" else 1
     count = job.shard.count
     return range(0, count, deals_per_batch(count, len(job.cells), multiple, job.record))
 
 
-def summary_block() -> int:
+def summary_batch_multiple() -> int:
+    """Summary batches are whole blocks (runs of deals are counted per batch) and whole
+    bytes of the wins' bits (each batch's are packed on their own, then laid side by side)."""
+    from math import lcm
+
     from pipeline.records import summary
 
-    return summary.BLOCK  # batches of whole blocks: runs of deals are counted per batch
+    return lcm(summary.BLOCK, 8)
 
 
 def piece_bounds(job: ShardJob, pieces: int, after: int = 0) -> list[tuple[int, int]]:
@@ -147,8 +173,8 @@ class Played:
 
     counts: object | None  # summary records: `summary.KernelBatches`
     facts: object | None  # per-deal records: `summary.FactCounts`
-    own_wins: np.ndarray | None  # summary records: the batches' wins (cells x deals, bool)
-    packed_wins: list[np.ndarray]  # each batch's wins with the earlier groups', to bits
+    own_bits: np.ndarray | None  # summary records: the batches' wins packed to bits
+    tally: StopTally | None  # the stop rule's counts, over the earlier groups' cells too
     cross_counts: np.ndarray | None  # summary records of a later group: its cross pairs
     rows: list  # per-deal records not yet written: each batch's row group, encoded
     seconds: float
@@ -207,7 +233,7 @@ def play_batches(
     step = starts.step
     metadata = shard_metadata(job) if rows_to is not None else None
     # Results are used up within their batch: every batch is played into one array.
-    scratch = np.empty((len(kernel.RESULT_ROWS), len(cells), step), dtype=np.int8)
+    scratch = results_array((len(kernel.RESULT_ROWS), len(cells), step))
     for start in starts[batches[0] : batches[1]]:
         first = shard.first + start
         count = min(step, shard.count - start)
@@ -218,11 +244,12 @@ def play_batches(
         won = results["won"]
         if earlier_won is not None:
             won = np.concatenate([earlier_won[:, start : start + count], won.astype(bool)])
-        if job.tally_pairs is not None:
-            played.packed_wins.append(np.packbits(won, axis=1))  # nonzero: a 1 bit
+        if played.tally is not None:
+            played.tally.add(won)
         if counts is not None:
             counts.add_matrix(results)
-            played.own_wins[:, start - begin : start - begin + count] = results["won"]
+            at = (start - begin) // 8  # batches start on a byte (`batch_multiple`)
+            played.own_bits[:, at : at + -(-count // 8)] = np.packbits(results["won"], axis=1)
             if cross:
                 played.cross_counts += summary.pair_counts(won, None, cross)
         else:
@@ -239,9 +266,23 @@ def play_batches(
             break
     if counts is not None and played.batches[1] < batches[1]:  # ended early (`until`)
         played_to = starts[played.batches[1]]
-        played.own_wins = played.own_wins[:, : played_to - begin]
+        played.own_bits = played.own_bits[:, : (played_to - begin) // 8]
     played.seconds = time.perf_counter() - started
     return played
+
+
+_held = threading.local()
+
+
+def results_array(shape: tuple[int, ...]) -> np.ndarray:
+    """An int8 array for a batch's results, kept by this thread from shard to shard: a fresh
+    one each shard is tens of MB of fresh pages, which a VM that backs its memory lazily
+    faults in at up to a tenth of the kernel's time."""
+    held = getattr(_held, "results", None)
+    if held is None or held.shape != shape:
+        _held.results = held = None  # let the old one go first
+        _held.results = held = np.empty(shape, dtype=np.int8)
+    return held
 
 
 def nothing_played(job: ShardJob, batches: tuple[int, int]) -> tuple[Played, int]:
@@ -255,14 +296,16 @@ def nothing_played(job: ShardJob, batches: tuple[int, int]) -> tuple[Played, int
         counts, facts = summary.KernelBatches(cells, strategies), None
     else:  # the deal facts, counted beside the per-deal rows
         counts, facts = None, summary.FactCounts(cells, strategies)
-    played = Played(counts, facts, None, [], None, [], 0.0, 0.0, (batches[0], batches[0]))
     _, cross = cross_pairs(job)
+    tally_cells = sum(len(group.cells) for group in job.earlier) + len(cells)
+    tally = None if job.tally_pairs is None else StopTally.empty(tally_cells, job.tally_pairs)
+    played = Played(counts, facts, None, tally, None, [], 0.0, 0.0, (batches[0], batches[0]))
     if cross:
         played.cross_counts = np.zeros((len(cross), 4), dtype=np.int64)
     begin = starts[batches[0]] if batches[0] < len(starts) else shard.count
     if counts is not None:
         end = starts[batches[1]] if batches[1] < len(starts) else shard.count
-        played.own_wins = np.empty((len(cells), end - begin), dtype=bool)
+        played.own_bits = np.empty((len(cells), -(-(end - begin) // 8)), dtype=np.uint8)
     return played, begin
 
 
@@ -355,9 +398,9 @@ def write_played(
             cross_counts = sum(piece.cross_counts for piece in pieces)
             parts.append({"pairs": summary.pair_table_of(every, cross, cross_counts, strategies)})
         tables = summary.combine(parts, strategies)  # in the order of its keys
-        own_wins = [piece.own_wins for piece in pieces]
-        won = own_wins[0] if len(own_wins) == 1 else np.concatenate(own_wins, axis=1)
-        tables[WINS_TABLE] = wins.wins_table(cells, won, strategies)
+        bits = [piece.own_bits for piece in pieces]
+        bits = bits[0] if len(bits) == 1 else np.concatenate(bits, axis=1)
+        tables[WINS_TABLE] = wins.wins_table(cells, bits, shard.count, strategies)
     else:
         facts = copy.deepcopy(first.facts)
         for piece in pieces[1:]:
@@ -368,8 +411,7 @@ def write_played(
         writers[name] = ShardFileWriter(job.location, shard.path(name), name)
         writers[name].write(table)
     files = tuple(writer.commit() for writer in writers.values())
-    packed = [bits for piece in pieces for bits in piece.packed_wins]
-    pairs = None if job.tally_pairs is None else list(job.tally_pairs)
+    tallies = [piece.tally for piece in pieces if piece.tally is not None]
     return ShardEntry(
         index=shard.index,
         first=shard.first,
@@ -380,9 +422,7 @@ def write_played(
         files=files,
         seconds=round(sum(p.seconds for p in pieces) + time.perf_counter() - started, 3),
         kernel_seconds=round(sum(p.kernel_seconds for p in pieces), 3),
-        tally=None
-        if pairs is None
-        else tally_of(summary.as_words(np.concatenate(packed, axis=1)), pairs),
+        tally=sum(tallies[1:], tallies[0]).entry() if tallies else None,
         staged=tuple(
             (writer.staged, writer.relative)
             for writer in writers.values()

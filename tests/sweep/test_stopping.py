@@ -497,12 +497,11 @@ def test_a_stop_rule_decides_a_users_claims_file(tmp_path):
 
 
 def test_a_shard_tally_counts_wins_and_lone_wins_deal_by_deal():
-    """The packed-bit tally against the plain count, on every cell and pair of quick.toml's
-    grid, over two batches that are not whole numbers of 64-bit words."""
+    """The tally counted batch by batch against the plain count, on every cell and pair of
+    quick.toml's grid, over two batches of odd sizes, one of int8 results, one of booleans."""
     import numpy as np
 
     from pipeline.engine import kernel
-    from pipeline.records import summary
     from pipeline.sweep import config as sweep_config
     from pipeline.sweep import task
     from pipeline.sweep.stopping import tally_pairs
@@ -510,8 +509,10 @@ def test_a_shard_tally_counts_wins_and_lone_wins_deal_by_deal():
     cells = list(sweep_config.load(str(Path(__file__).parents[2] / "configs/quick.toml")).cells)
     pairs = tally_pairs(cells)
     won = kernel.play(3, 0, 3001, cells)["won"]
-    batches = [np.packbits(won[:, :1001], axis=1), np.packbits(won[:, 1001:], axis=1)]
-    tally = task.tally_of(summary.as_words(np.concatenate(batches, axis=1)), pairs)
+    first, second = task.StopTally.empty(len(cells), pairs), task.StopTally.empty(len(cells), pairs)
+    first.add(won[:, :1001])
+    second.add(won[:, 1001:].astype(bool))  # the wins of earlier groups come as booleans
+    tally = (first + second).entry()
     wins, lone = tally["wins"], tally["pairs"]
     plain = won.astype(bool)
     assert wins == plain.sum(axis=1).tolist()
