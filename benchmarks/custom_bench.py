@@ -11,7 +11,8 @@ is `most`'s rate over the list's, round by round: median and middle half.
 
 ``--exact``: the four counts-only built-ins written as functions, their exact values by
 every count vector (`odds.custom_rescue_win`) against the built-ins' own (`odds.rescue_win`),
-both depths, with the seconds each took (random_mine reads rand: 46 calls a vector).
+both depths, with the seconds each took (random_mine reads rand: 46 calls a vector), each
+enumerated afresh (the totals kept in a temporary directory, not the user's cache).
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ def rates(seconds: float) -> None:
 
 
 def exact() -> None:
+    import tempfile
+
+    from pipeline.engine import exact_cache
+
+    os.environ[exact_cache.ENVIRONMENT] = tempfile.mkdtemp(prefix="clocksweep-exact-")
     for builtin in ("clockwise", "most", "fewest", "random"):
         strategy = custom.read(f"{BUILTINS.name}:{builtin}_mine", str(BUILTINS.parent))
         for depth in ("bottom", "top"):

@@ -493,12 +493,6 @@ def custom_odds(specs) -> list[dict]:
                     f"--strategy: {spec!r} reads {', '.join(strategy.sees)}: only a strategy "
                     "that reads the counts (and rand) has an exact value"
                 )
-            if "rand" in strategy.sees:
-                click.echo(
-                    f"clocksweep: {strategy.name} reads rand: each count vector is played "
-                    f"for each of its {len(rules.RAND_VALUES)} values, which takes minutes",
-                    err=True,
-                )
             records += exact.custom_exact_values(strategy)
         except (custom.CustomError, rules.RuleError) as error:
             raise InputError(str(error)) from None

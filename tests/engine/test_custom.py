@@ -320,7 +320,7 @@ def test_the_builtins_as_functions_have_the_builtins_exact_values_on_small_decks
 
 def test_most_as_a_function_has_most_exact_value_on_the_full_deck():
     """5**12 count vectors, a second or two; the other three on the full deck are checked by
-    benchmarks/custom_odds_check.py (random_mine's 46 values of rand make it minutes)."""
+    benchmarks/custom_bench.py --exact (random_mine's 46 values of rand make it minutes)."""
     for depth in rules.DEPTHS:
         assert odds.custom_rescue_win(mine("most"), depth=depth) == odds.rescue_win(
             "most", depth=depth
