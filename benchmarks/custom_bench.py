@@ -4,14 +4,17 @@
 
 Rates: `strategies.toml`'s seven cells (standard and one_swap under the six built-ins,
 face-up finales), against the same seven with `most` replaced by a strategy of the user's:
-`most_mine` (the built-in written as a function, tests/engine/builtins_as_functions.py) and
-the three of examples/strategies.py. The lists take turns batch by batch in one process
-(`bench.kernel_rounds`), so a drift of the machine's speed touches a round alike; the cost
-is `most`'s rate over the list's, round by round: median and middle half.
+`most_mine` (the built-in written as a function, tests/engine/builtins_as_functions.py), it
+again shown `seen` or `rand` and ignoring them (`most_seen_ignored`, `most_rand_ignored`:
+what making those costs the kernel), and the three of examples/strategies.py (`coin_among_most` reads `rand`). The lists
+take turns batch by batch in one process (`bench.kernel_rounds`), so a drift of the
+machine's speed touches a round alike; the cost is `most`'s rate over the list's, round by
+round: median and middle half.
 
 ``--exact``: the four counts-only built-ins written as functions, their exact values by
 every count vector (`odds.custom_rescue_win`) against the built-ins' own (`odds.rescue_win`),
-both depths, with the seconds each took (random_mine reads rand: 46 calls a vector).
+both depths, with the seconds each took (random_mine reads rand: 46 calls a vector), each
+enumerated afresh (the totals kept in a temporary directory, not the user's cache).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def in_place_of_most(spec: str, base: Path) -> list[Cell]:
 def rates(seconds: float) -> None:
     lists = {"most": bench.ONE_SWAP_ALL_STRATEGIES}
     lists["most_mine"] = in_place_of_most(f"{BUILTINS.name}:most_mine", BUILTINS.parent)
+    for name in ("most_seen_ignored", "most_rand_ignored"):
+        lists[name] = in_place_of_most(f"{BUILTINS.name}:{name}", BUILTINS.parent)
     for name in ("nearest_twelve", "least_visited", "coin_among_most"):
         if EXAMPLES.exists():
             lists[name] = in_place_of_most(f"{EXAMPLES.name}:{name}", EXAMPLES.parent)
@@ -54,12 +59,17 @@ def rates(seconds: float) -> None:
         cost = base / np.array(figures)
         low, high = np.quantile(cost, [0.25, 0.75])
         print(
-            f"{name:16} {np.median(figures) / 1e6:6.3f} M deals/s  cost against most "
+            f"{name:18} {np.median(figures) / 1e6:6.3f} M deals/s  cost against most "
             f"{np.median(cost):.3f} ({low:.3f}-{high:.3f})"
         )
 
 
 def exact() -> None:
+    import tempfile
+
+    from pipeline.engine import exact_cache
+
+    os.environ[exact_cache.ENVIRONMENT] = tempfile.mkdtemp(prefix="clocksweep-exact-")
     for builtin in ("clockwise", "most", "fewest", "random"):
         strategy = custom.read(f"{BUILTINS.name}:{builtin}_mine", str(BUILTINS.parent))
         for depth in ("bottom", "top"):

@@ -61,7 +61,8 @@ def follow_the_bottoms(counts, bottoms):
 def coin_among_most(counts, rand):
     """The most cards, ties broken by a fair draw rather than clockwise. (Its exact value is
     most's: ties do not change the cards of the pile taken. `odds` plays every count vector
-    for each of rand's 46 values to show it, which takes minutes.)"""
+    for each of rand's 46 values to show it, which takes a minute or two, once: the totals
+    are kept in your cache directory.)"""
     most, ties = 0, 0
     for hour in range(1, 13):
         if counts[hour - 1] > most:

@@ -191,7 +191,12 @@ def main(argv: list[str] | None = None, **options) -> None:
 @choice_option("order", rules.ORDERS, "round-robin", "How the deck is dealt")
 @click.option("--reverse", is_flag=True, help="--layout deck: its last card is dealt first.")
 @choice_option("variant", rules.VARIANTS, None, "Replay the deal under this variant")
-@choice_option("strategy", rules.STRATEGIES, None, "The rescue strategy of the replay")
+@click.option(
+    "--strategy",
+    callback=lambda _ctx, _param, value: checked_strategy_name(value),
+    help=f"The rescue strategy of the replay ({', '.join(rules.STRATEGIES)}), or one of your "
+    "own: FILE.py:FUNCTION or module:FUNCTION",
+)
 @choice_option("finale", rules.FINALES, "down", "Bottom cards face down or up")
 @choice_option("depth", rules.DEPTHS, None, "exchange only: where the king goes")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per deal, for tools.")
@@ -233,13 +238,48 @@ def deal(
     if variant is not None or strategy is not None or depth is not None:
         cell = make_cell(
             variant=variant or "standard",
-            strategy=strategy,
             finale=finale,
             order=order,
             depth=depth,
+            **strategy_fields(strategy),
         )
     for number in numbers:
         show_deal(seed, number, order, finale, cell, as_json)
+
+
+def checked_strategy_name(value: str | None) -> str | None:
+    """``--strategy``: a built-in's name, checked as the rules check it, or a strategy of
+    the user's (``WHERE:FUNCTION``), read later (`strategy_fields`): its compile takes a
+    second, after the cheaper checks."""
+    from pipeline.engine import custom
+
+    if value is not None and not custom.is_custom(value):
+        try:
+            rules.check_choice("strategy", value, rules.STRATEGIES)
+        except rules.RuleError as error:
+            raise InputError(f"{error}, or FILE.py:FUNCTION for one of your own") from None
+    return value
+
+
+def read_strategy(spec: str) -> rules.Custom:
+    """The strategy of the user's ``--strategy`` names (relative to the working directory),
+    read, checked and compiled as a config's are; InputError with the config's message."""
+    from pipeline.engine import custom
+
+    try:
+        return custom.read(spec, os.getcwd())
+    except custom.CustomError as error:
+        raise InputError(f"--{error}") from None
+
+
+def strategy_fields(strategy: str | None) -> dict:
+    """A cell's ``strategy`` and ``custom`` for ``--strategy``'s value."""
+    from pipeline.engine import custom
+
+    if strategy is None or not custom.is_custom(strategy):
+        return {"strategy": strategy}
+    mine = read_strategy(strategy)
+    return {"strategy": mine.name, "custom": mine}
 
 
 def show_deal(seed: int, number: int, order: str, finale: str, cell, as_json: bool) -> None:
@@ -260,7 +300,16 @@ def show_deal(seed: int, number: int, order: str, finale: str, cell, as_json: bo
     click.echo(f"seed {seed}, deal {number}, order {order} (deal scheme {deals.SCHEME_VERSION})")
     click.echo(display.clock_face(piles, finale_up=finale == "up"))
     if cell is not None:
-        click.echo(display.replay(seed, number, cell))
+        click.echo(played(display.replay, seed, number, cell))
+
+
+def played(play, *arguments):
+    """What ``play(*arguments)`` gives; InputError, one line, if a strategy of the user's it plays
+    names no pile holding cards or raises (`rules.StrategyError`)."""
+    try:
+        return play(*arguments)
+    except rules.StrategyError as error:
+        raise InputError(str(error)) from None
 
 
 def read_text(path: str, name: str) -> str:
@@ -315,6 +364,7 @@ def deal_from_layout(
     except layout_input.LayoutError as error:
         raise InputError(str(error)) from None
     seed, number = deal_named_beside_layouts(seed_text, deal_range, len(layouts))
+    strategy_cell = strategy_fields(strategy)
     plays = []
     for at, given in enumerate(layouts, 1):
         where = f"layout {at}: " if len(layouts) > 1 else ""
@@ -326,17 +376,21 @@ def deal_from_layout(
         deal_number = given.deal if number is None else number
         cell = make_cell(
             variant=variant or "standard",
-            strategy=strategy,
             finale=finale,
             order=given.order or order,
             depth=depth,
+            **strategy_cell,
         )
-        if cell.strategy == "random":
-            check_random_draw(where, given, deal_seed, deal_number)
+        if cell.strategy == "random" or (cell.custom and "rand" in cell.custom.sees):
+            check_random_draw(where, cell.strategy, given, deal_seed, deal_number)
         plays.append((given, cell, deal_seed, deal_number))
+    # Every layout played before anything is printed: a strategy of the user's may refuse one.
+    results = []
     for given, cell, deal_seed, deal_number in plays:
         table = reference.Table(down=[list(pile) for pile in given.piles])
-        result = reference.play(deal_seed or 0, deal_number or 0, cell, table)
+        result = played(reference.play, deal_seed or 0, deal_number or 0, cell, table)
+        results.append((table, result))
+    for (given, cell, deal_seed, deal_number), (table, result) in zip(plays, results):
         if as_json:
             click.echo(json.dumps(result.record.row(cell, deal_seed, deal_number)))
             continue
@@ -367,20 +421,22 @@ def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | 
     return seed, number
 
 
-def check_random_draw(where: str, given, deal_seed, deal_number) -> None:
-    """Refuse `--strategy random` on a layout whose draw cannot be made as a sweep makes it:
-    without the deal's seed and number, or from another deal scheme."""
+def check_random_draw(where: str, strategy: str, given, deal_seed, deal_number) -> None:
+    """Refuse `--strategy random` (or one of the user's that reads `rand`) on a layout whose
+    draw cannot be made as a sweep makes it: without the deal's seed and number, or from
+    another deal scheme."""
     from pipeline.engine import deals
 
+    draws = "pick" if strategy == "random" else "rand"
     if deal_seed is None or deal_number is None:
         raise InputError(
-            f"{where}--strategy random: its pick is drawn from the deal's seed and "
+            f"{where}--strategy {strategy}: its {draws} is drawn from the deal's seed and "
             "number; give --seed S and the deal number, or a layout from `deal --json`, "
             "which names them"
         )
     if given.scheme not in (None, deals.SCHEME_VERSION):
         raise InputError(
-            f"{where}--strategy random: the layout names deal scheme "
+            f"{where}--strategy {strategy}: the layout names deal scheme "
             f"{layout_input.shortened(given.scheme)}, "
             f"and this version draws from scheme {deals.SCHEME_VERSION}"
         )
@@ -430,18 +486,12 @@ def custom_odds(specs) -> list[dict]:
 
     records = []
     for spec in specs:
+        strategy = read_strategy(spec)
         try:
-            strategy = custom.read(spec, os.getcwd())
             if not strategy.counts_only:
                 raise InputError(
                     f"--strategy: {spec!r} reads {', '.join(strategy.sees)}: only a strategy "
                     "that reads the counts (and rand) has an exact value"
-                )
-            if "rand" in strategy.sees:
-                click.echo(
-                    f"clocksweep: {strategy.name} reads rand: each count vector is played "
-                    f"for each of its {len(rules.RAND_VALUES)} values, which takes minutes",
-                    err=True,
                 )
             records += exact.custom_exact_values(strategy)
         except (custom.CustomError, rules.RuleError) as error:

@@ -1,8 +1,24 @@
 """Fixtures shared by the test modules."""
 
+import os
 import sys
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def exact_totals_kept_apart(tmp_path_factory):
+    """The exact totals of strategies of the user's (`exact_cache`) are kept in a directory
+    of the session's, not the user's cache: the tests enumerate, and the CLI they start too."""
+    from pipeline.engine import exact_cache
+
+    before = os.environ.get(exact_cache.ENVIRONMENT)
+    os.environ[exact_cache.ENVIRONMENT] = str(tmp_path_factory.mktemp("exact-totals"))
+    yield
+    if before is None:
+        os.environ.pop(exact_cache.ENVIRONMENT, None)
+    else:
+        os.environ[exact_cache.ENVIRONMENT] = before
 
 
 @pytest.fixture(scope="module")

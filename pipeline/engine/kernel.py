@@ -510,6 +510,7 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
     custom_pile = np.zeros(MAX_CUSTOM, dtype=np.int64)
     shown_counts = np.zeros(N_HOURS, dtype=np.int64)
     shown_seen = np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)
+    flat_seen = shown_seen.reshape(N_PILES * SEEN_COLUMNS)  # the same memory, one row
     shown_bottoms = np.zeros(N_PILES, dtype=np.int64)
     for c in range(n_cells):
         strategy = cell_codes[c, 1]
@@ -637,11 +638,16 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                             for q in range(N_HOURS):
                                 shown_counts[q] = down[q]
                             if reads_seen:
-                                shown_seen[:, :] = 0
+                                # One flat run of stores, and every card of every pile added
+                                # as 1 if taken, else 0: a loop over the cards taken, whose
+                                # number is unpredictable, cost 2-3 times as much.
+                                flat_seen[:] = 0
                                 for q in range(N_PILES):
-                                    for t in range(taken[q]):
-                                        shown_seen[q, piles[q * PILE_SIZE + t]] += 1
-                                shown_seen[death, DIED] = 1
+                                    row = q * SEEN_COLUMNS
+                                    for t in range(PILE_SIZE):
+                                        card = piles[q * PILE_SIZE + t]
+                                        flat_seen[row + card] += np.int64(t < taken[q])
+                                flat_seen[death * SEEN_COLUMNS + DIED] = 1
                             if reads_bottoms:
                                 for q in range(N_PILES):
                                     shown_bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]

@@ -334,15 +334,15 @@ def rescue_win_given_down(
 # One that reads only the counts (and `rand`, which is independent of the deal) picks a pile
 # from the count vector d alone, so the sum above runs over every vector d with its weight
 # prod C(suits, d_q): 5**12 vectors, each played by the strategy compiled (`custom.count_totals`,
-# a second or so; 46 times as many calls, a few minutes, for one that reads `rand`, once for
-# each of its values, weighted by its law).
+# a second or so; 46 times as many calls, a minute or more, for one that reads `rand`, once
+# for each of its values, weighted by its law). Kept on disk once done (`exact_cache`).
 
 
 @cache
 def _custom_totals(strategy: rules.Custom, ranks: int, suits: int) -> tuple[tuple[int, ...], ...]:
-    from pipeline.engine import custom
+    from pipeline.engine import exact_cache
 
-    return custom.count_totals(strategy, ranks, suits)
+    return exact_cache.count_totals(strategy, ranks, suits)
 
 
 def custom_rescue_win_given_down(

@@ -170,6 +170,75 @@ def test_deal_replay_prints_the_steps_and_the_result(options, cell):
         assert f"{played.restarts} restarts" in summary
 
 
+MORE = REPO / "tests" / "engine" / "more_strategies.py"
+
+
+@pytest.mark.parametrize(
+    "spec, finale",
+    [
+        ("tests/engine/more_strategies.py:coin_among_most", "down"),
+        ("more_strategies:least_seen", "down"),  # a module on the path
+        ("tests/engine/more_strategies.py:no_king_below", "up"),
+    ],
+)
+def test_deal_replays_a_strategy_of_your_own(spec, finale, monkeypatch):
+    """`deal --strategy FILE.py:FUNCTION` (or module:FUNCTION) replays as the reference
+    engine plays that function, as a sweep does."""
+    from pipeline.engine import custom
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.syspath_prepend(str(MORE.parent))
+    seed, deal = 5, 11
+    options = ["--variant", "one_swap", "--strategy", spec, "--finale", finale]
+    result = run("deal", "--seed", str(seed), str(deal), *options)
+    assert result.exit_code == 0, result.output
+    mine = custom.read(spec, str(REPO))
+    cell = rules.Cell("one_swap", mine.name, finale, custom=mine)
+    table = reference.Table(down=reference.layout(seed, deal, cell.order))
+    played = reference.play(seed, deal, cell, table)
+    assert f"replay under {cell.label}:" in result.stdout
+    assert played.rescue_pile is not None
+    assert f"rescue at hour {played.rescue_pile}" in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "spec, extra, says",
+    [
+        ("tests/engine/nowhere.py:f", [], "--strategy: 'tests/engine/nowhere.py:f': no file"),
+        ("tests/engine/more_strategies.py:nowhere", [], "no function 'nowhere'"),
+        ("tests/engine/more_strategies.py:not_compilable", [], "numba cannot compile"),
+        ("tests/engine/more_strategies.py:no_king_below", [], "needs finale = 'up'"),
+        ("tests/engine/more_strategies.py:past_twelve", [], "returned hour 13 on deal 11"),
+        ("tests/engine/more_strategies.py:raises_on_three", ["0-200"], "raised ValueError"),
+        ("nowhere_module:f", [], "no module 'nowhere_module'"),
+        ("most_of_all", [], "or FILE.py:FUNCTION for one of your own"),
+    ],
+)
+def test_deal_refuses_a_strategy_of_your_own_it_cannot_play_in_one_line(
+    spec, extra, says, monkeypatch
+):
+    monkeypatch.chdir(REPO)
+    deals_ = extra or ["11"]
+    result = run("deal", "--seed", "5", *deals_, "--variant", "watch", "--strategy", spec)
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_deal_of_a_layout_needs_the_deal_named_for_a_strategy_that_reads_rand(monkeypatch):
+    monkeypatch.chdir(REPO)
+    deck = " ".join(rules.card_text(card) for card in range(52))
+    spec = "tests/engine/more_strategies.py:coin_among_most"
+    options = ["--variant", "watch", "--strategy", spec]
+    result = CliRunner().invoke(cli, ["deal", "--layout", "-", *options], input=deck)
+    assert result.exit_code == 2, result.output
+    assert "--strategy coin_among_most: its rand is drawn from the deal's seed" in result.stderr
+    named = CliRunner().invoke(
+        cli, ["deal", "--layout", "-", "--seed", "5", "11", *options], input=deck
+    )
+    assert named.exit_code == 0, named.output
+    assert "replay under watch coin_among_most" in named.stdout
+
+
 # --- odds ---------------------------------------------------------------------------------
 
 

@@ -3,6 +3,8 @@ the tests play them against the built-ins deal by deal, and check that `odds` gi
 exact values equal to the built-ins'. Each works for any number of hour piles (the tests'
 small decks too), ties going to the lowest hour as the built-ins' do."""
 
+import numba
+
 
 def clockwise_mine(counts):
     for q in range(counts.shape[0]):
@@ -39,3 +41,16 @@ def fewest_mine(counts):
         if 0 < counts[q] < fewest:
             best, fewest = q + 1, counts[q]
     return best
+
+
+# most_mine shown `seen` or `rand` besides the counts, ignoring them: against most_mine, the
+# kernel's cost of making those (benchmarks/custom_bench.py).
+_most = numba.njit(inline="always")(most_mine)
+
+
+def most_seen_ignored(counts, seen):
+    return _most(counts)
+
+
+def most_rand_ignored(counts, rand):
+    return _most(counts)

@@ -143,13 +143,13 @@ def test_a_changed_source_is_another_strategy(tmp_path):
 @pytest.mark.parametrize("seed, first", [(SEED, 0), (2**64 - 1, 2**64 - 200)])
 def test_kernel_equals_reference_on_strategies_of_your_own(seed, first):
     """Deal by deal, field by field, every rescue cell of eight strategies of your own (the
-    four built-ins as functions and four that read seen, bottoms and rand): 2 x 120 deals
-    x 112 cells."""
+    four built-ins as functions and four that read seen, bottoms and rand) and of `random`,
+    whose draw `rand` shares: 2 x 120 deals x 120 cells."""
     from pipeline.engine import kernel
 
     count = 120
     strategies = [mine(name) for name in AS_FUNCTIONS] + [strategy(MORE, name) for name in SEEING]
-    cells = rescue_cells(strategies)
+    cells = rescue_cells(strategies + ["random"])
     out = kernel.play(seed, first, count, cells)
     mismatches = []
     for d in range(count):
@@ -320,7 +320,7 @@ def test_the_builtins_as_functions_have_the_builtins_exact_values_on_small_decks
 
 def test_most_as_a_function_has_most_exact_value_on_the_full_deck():
     """5**12 count vectors, a second or two; the other three on the full deck are checked by
-    benchmarks/custom_odds_check.py (random_mine's 46 values of rand make it minutes)."""
+    benchmarks/custom_bench.py --exact (random_mine's 46 values of rand make it minutes)."""
     for depth in rules.DEPTHS:
         assert odds.custom_rescue_win(mine("most"), depth=depth) == odds.rescue_win(
             "most", depth=depth
