@@ -5,9 +5,10 @@ part taken out, against the kernel alone, in the same rounds.
 
 Each figure is two processes side by side, no Ray, as in `first_result_bench.py` (whose
 kernel and task scripts these are): the kernel alone (`kernel.play`, 200,000-deal batches,
-5 s); the sweep's own task (`task.write_shard`, with its stop tally); the task without
-`KernelBatches.add_matrix` (the counts, pairs, blocks and facts of summary records: its
-tables are then empty, the rest as played); and without that and the stop tally. Rounds are
+5 s, its rows written); the sweep's own task (`task.write_shard`, with its stop tally), whose
+kernel counts the records as it makes them; the task without `KernelBatches.add_wins` (the
+pairs and blocks of its wins: those tables are then empty, the rest as played); and without
+that and the stop tally. Rounds are
 interleaved (this machine drifts by tens of percent from minute to minute); each prints its
 rates in deals a second, summed over the two processes, and each part's rate over the kernel's
 of its round.
@@ -28,8 +29,8 @@ from pipeline.sweep import config  # noqa: E402
 WITHOUT = """
 import os
 from pipeline.records import summary
-if os.environ.get("WITHOUT_COUNTS"):
-    summary.KernelBatches.add_matrix = lambda self, results: None
+if os.environ.get("WITHOUT_PAIRS"):
+    summary.KernelBatches.add_wins = lambda self, won: None
 """
 STOP_TALLY = "tally_pairs=tuple(tally_pairs(cells))"
 assert STOP_TALLY in TASKS, "first_result_bench.TASKS no longer makes its jobs' stop tally so"
@@ -39,8 +40,8 @@ SCRIPT = WITHOUT + TASKS.replace(
 )
 VARIANTS = {
     "task": {},
-    "without counts": {"WITHOUT_COUNTS": "1"},
-    "without counts and stop tally": {"WITHOUT_COUNTS": "1", "WITHOUT_STOP_TALLY": "1"},
+    "without pairs and blocks": {"WITHOUT_PAIRS": "1"},
+    "without those and stop tally": {"WITHOUT_PAIRS": "1", "WITHOUT_STOP_TALLY": "1"},
 }
 
 

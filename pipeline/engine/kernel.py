@@ -40,7 +40,7 @@ import numpy as np
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from pipeline.engine import custom, deals, rules
-from pipeline.engine.record import NO_COUNT
+from pipeline.engine.record import NO_COUNT, NO_PILE, Tallies
 from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
 # Result arrays, name -> meaning; all int8, shaped (cells, deals).
@@ -90,6 +90,8 @@ _ROWS_WRITTEN = tuple(
 ) = _ROWS_WRITTEN
 if sorted(_ROWS_WRITTEN) != list(range(len(RESULT_ROWS))):
     raise RuntimeError("the kernel writes a row constant for every result field, and no other")
+if ROW_WON != 0:  # what a counting call's one row holds
+    raise RuntimeError("the kernel's counting calls give the wins as their first row")
 
 _VARIANT = {name: i for i, name in enumerate(rules.VARIANTS)}
 _STRATEGY = {name: i for i, name in enumerate(rules.STRATEGIES)}
@@ -454,8 +456,10 @@ def watch_winners(powers, holding, start, orbit):
 
 # nogil: a driver plays its first shards in a thread while Ray starts (`sweep.early`).
 @nb.njit(cache=True, nogil=True)
-def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_reads, errors):
+def play_cells(seed, first, count, cell_codes, tables, out, tallies, customs, custom_reads, errors):
     """Play deals first .. first+count-1 under every cell; fill ``out`` (fields x cells x deals).
+    With ``tallies`` (`record.Tallies`; None: rows), each record is counted into them instead,
+    and ``out`` (1 x cells x deals) gets only the wins.
 
     ``cell_codes[c]`` = (variant, strategy, finale, order, depth) codes of `Cell.codes`, a
     strategy of the user's CUSTOM + k for ``customs[k]`` (`custom.compiled`; MAX_CUSTOM of
@@ -664,92 +668,124 @@ def play_cells(seed, first, count, cell_codes, tables, out, customs, custom_read
                 for c in range(n_cells):
                     if cell_codes[c, 3] != order:
                         continue
-                    # Fields that never vary for a cell were filled in before the loop.
-                    out[ROW_WON, c, d] = down_at_stop == 0
-                    out[ROW_CARDS_TURNED, c, d] = turned
-                    out[ROW_DOWN_AT_STOP, c, d] = down_at_stop
-                    out[ROW_KINGS_AT_BOTTOM, c, d] = kings_at_bottom
-                    out[ROW_UNVISITED_AT_THIRD_KING, c, d] = unvisited
+                    # The deal's record under this cell: as at the first death, then changed
+                    # by play_out's restarts or by a rescue.
+                    variant = cell_codes[c, 0]
                     mode = cell_mode[c]
-                    if mode == NO_RESCUE:
-                        if cell_codes[c, 0] == PLAY_OUT:
-                            restarts, stray, later = play_out(stacks, scratch_stacks, down_at_stop)
-                            out[ROW_CARDS_TURNED, c, d] = turned + later
+                    won = down_at_stop == 0
+                    end_turned = turned
+                    rescue_pile = NO_PILE
+                    hint_num = hint_den = NO_PILE
+                    restarts = stray = NO_COUNT
+                    if variant == PLAY_OUT:
+                        restarts, stray, later = play_out(stacks, scratch_stacks, down_at_stop)
+                        end_turned = turned + later
+                        stray += death != CENTRE
+                        if tallies is not None:  # counted here, off the other cells' path:
+                            tallies.restarts[  # there, this cost a sixth of the kernel
+                                tallies.restart_slot[c],
+                                np.int64(won),
+                                down_at_stop,
+                                restarts - NO_COUNT,
+                                stray - NO_COUNT,
+                            ] += 1
+                    elif mode != NO_RESCUE and down_at_stop > 0:
+                        # A rescue variant: pick the pile, then play (or recall) its
+                        # continuation.
+                        strategy = cell_codes[c, 1]
+                        if strategy == CLOCKWISE:
+                            pile = clockwise
+                        elif strategy == RANDOM:
+                            pile = random_pile
+                        elif strategy == MOST:
+                            pile = most
+                        elif strategy == FEWEST:
+                            pile = fewest
+                        elif customs is not None and strategy >= CUSTOM:  # the user's (pruned
+                            pile = custom_pile[strategy - CUSTOM]  # where none are: see above)
+                        elif mode != MODE_EXCHANGE_TOP:
+                            # informed / oracle: watch, one_swap and exchange at the bottom all
+                            # win from the same piles (the king ends up below the rescue pile's
+                            # cards).
+                            pile = first_winner if first_winner >= 0 else most
+                        else:
+                            # At the top, the king comes back at the pile's next turn: only a
+                            # pile with one card left can win.
+                            pile = most
+                            for q in range(N_HOURS - 1, -1, -1):  # the lowest such pile
+                                if (winners >> q) & (one_left >> q) & 1:
+                                    pile = q
+                        wins_here = (winners >> pile) & 1 == 1 and (
+                            mode != MODE_EXCHANGE_TOP or down[pile] == 1
+                        )
+
+                        if needs_winners and wins_here:
+                            # A winning continuation turns every card: no need to walk it.
+                            end_turned = N_CARDS + (mode != MODE_WATCH)
+                        else:
+                            if memo_stamp[mode, pile] != stamp:
+                                # The rescue as a change of the pile's stack; then one walk.
+                                for q in range(N_PILES):
+                                    scratch_stacks[q] = stacks[q]
+                                stack = stacks[pile]
+                                left = np.uint64(down[pile])
+                                if mode == MODE_WATCH:  # its top card into hand, the king aside
+                                    card = stack & EMPTY
+                                    scratch_stacks[pile] = stack >> BYTE
+                                elif mode == MODE_ONE_SWAP:  # its top card into hand, the king
+                                    card = stack & EMPTY  # under it
+                                    at = BYTE * left
+                                    stack = (stack & ~(EMPTY << at)) | (np.uint64(KING) << at)
+                                    scratch_stacks[pile] = stack >> BYTE
+                                else:  # exchange: the king takes the place of the card taken
+                                    at = np.uint64(0)
+                                    if mode == MODE_EXCHANGE_BOTTOM:
+                                        at = BYTE * (left - np.uint64(1))
+                                    card = (stack >> at) & EMPTY
+                                    scratch_stacks[pile] = (stack & ~(EMPTY << at)) | (
+                                        np.uint64(KING) << at
+                                    )
+                                end_turned, _ = walk(scratch_stacks, card, turned + 1)
+                                memo_turned[mode, pile] = end_turned
+                                memo_stamp[mode, pile] = stamp
+                            end_turned = memo_turned[mode, pile]
+                        # `watch` turns 52 cards to win; the others turn the fourth king twice.
+                        won = end_turned == N_CARDS + (mode != MODE_WATCH)
+                        rescue_pile = pile + 1
+                        hint_den = 1
+                        if cell_codes[c, 2] == FINALE_UP:
+                            hint_num = np.int64(wins_here)
+                        elif mode == MODE_EXCHANGE_TOP and down[pile] > 1:
+                            hint_num = 0
+                        else:
+                            hint_num = down[pile]
+                            hint_den = down_at_stop
+
+                    if tallies is None:  # the record as a row of ``out`` (pruned where counted)
+                        out[ROW_WON, c, d] = won
+                        out[ROW_CARDS_TURNED, c, d] = end_turned
+                        out[ROW_DOWN_AT_STOP, c, d] = down_at_stop
+                        out[ROW_KINGS_AT_BOTTOM, c, d] = kings_at_bottom
+                        out[ROW_UNVISITED_AT_THIRD_KING, c, d] = unvisited
+                        # The rest were filled in before the call: only what differs is written.
+                        if rescue_pile != NO_PILE:
+                            out[ROW_RESCUE_PILE, c, d] = rescue_pile
+                            out[ROW_HINT_NUM, c, d] = hint_num
+                            out[ROW_HINT_DEN, c, d] = hint_den
+                        if restarts != NO_COUNT:
                             out[ROW_RESTARTS, c, d] = restarts
-                            out[ROW_STRAY_DEATHS, c, d] = stray + (death != CENTRE)
-                        continue
-                    if down_at_stop == 0:
-                        continue
-                    strategy = cell_codes[c, 1]
-
-                    # A rescue variant: pick the pile, then play (or recall) its continuation.
-                    if strategy == CLOCKWISE:
-                        pile = clockwise
-                    elif strategy == RANDOM:
-                        pile = random_pile
-                    elif strategy == MOST:
-                        pile = most
-                    elif strategy == FEWEST:
-                        pile = fewest
-                    elif customs is not None and strategy >= CUSTOM:  # the user's (pruned
-                        pile = custom_pile[strategy - CUSTOM]  # where none are: see above)
-                    elif mode != MODE_EXCHANGE_TOP:
-                        # informed / oracle: watch, one_swap and exchange at the bottom all win
-                        # from the same piles (the king ends up below the rescue pile's cards).
-                        pile = first_winner if first_winner >= 0 else most
+                            out[ROW_STRAY_DEATHS, c, d] = stray
                     else:
-                        # At the top, the king comes back at the pile's next turn: only a pile
-                        # with one card left can win.
-                        pile = most
-                        for q in range(N_HOURS - 1, -1, -1):  # the lowest such pile
-                            if (winners >> q) & (one_left >> q) & 1:
-                                pile = q
-                    wins_here = (winners >> pile) & 1 == 1 and (
-                        mode != MODE_EXCHANGE_TOP or down[pile] == 1
-                    )
-
-                    if needs_winners and wins_here:
-                        # A winning continuation turns every card: no need to walk it.
-                        end_turned = N_CARDS + (mode != MODE_WATCH)
-                    else:
-                        if memo_stamp[mode, pile] != stamp:
-                            # The rescue as a change of the pile's stack; then one walk.
-                            for q in range(N_PILES):
-                                scratch_stacks[q] = stacks[q]
-                            stack = stacks[pile]
-                            left = np.uint64(down[pile])
-                            if mode == MODE_WATCH:  # its top card into hand, the king aside
-                                card = stack & EMPTY
-                                scratch_stacks[pile] = stack >> BYTE
-                            elif mode == MODE_ONE_SWAP:  # its top card into hand, the king under it
-                                card = stack & EMPTY
-                                at = BYTE * left
-                                stack = (stack & ~(EMPTY << at)) | (np.uint64(KING) << at)
-                                scratch_stacks[pile] = stack >> BYTE
-                            else:  # exchange: the king takes the place of the card taken
-                                at = np.uint64(0)
-                                if mode == MODE_EXCHANGE_BOTTOM:
-                                    at = BYTE * (left - np.uint64(1))
-                                card = (stack >> at) & EMPTY
-                                scratch_stacks[pile] = (stack & ~(EMPTY << at)) | (
-                                    np.uint64(KING) << at
-                                )
-                            end_turned, _ = walk(scratch_stacks, card, turned + 1)
-                            memo_turned[mode, pile] = end_turned
-                            memo_stamp[mode, pile] = stamp
-                        end_turned = memo_turned[mode, pile]
-                    # `watch` turns 52 cards to win; the others turn the fourth king twice.
-                    out[ROW_WON, c, d] = end_turned == N_CARDS + (mode != MODE_WATCH)
-                    out[ROW_CARDS_TURNED, c, d] = end_turned
-                    out[ROW_RESCUE_PILE, c, d] = pile + 1
-                    if cell_codes[c, 2] == FINALE_UP:
-                        out[ROW_HINT_NUM, c, d] = wins_here
-                        out[ROW_HINT_DEN, c, d] = 1
-                    elif mode == MODE_EXCHANGE_TOP and down[pile] > 1:
-                        out[ROW_HINT_DEN, c, d] = 1
-                    else:
-                        out[ROW_HINT_NUM, c, d] = down[pile]
-                        out[ROW_HINT_DEN, c, d] = down_at_stop
+                        # The record counted where it is made (`record.Tallies`): only the win
+                        # is kept, deal by deal.
+                        out[ROW_WON, c, d] = won
+                        w = np.int64(won)
+                        if variant != PLAY_OUT:  # play_out's are counted with its restarts
+                            hint = tallies.hint_code[hint_num, hint_den]
+                            tallies.counts[c, w, down_at_stop, hint] += 1
+                        tallies.turned_piles[c, w, end_turned, rescue_pile] += 1
+                        if variant == STANDARD:
+                            tallies.facts[c, w, kings_at_bottom, unvisited] += 1
     return out
 
 
@@ -779,7 +815,12 @@ def play_out(stacks, scratch, down_at_stop):
 
 
 def play(
-    seed: int, first: int, count: int, cells: list[Cell], into: np.ndarray | None = None
+    seed: int,
+    first: int,
+    count: int,
+    cells: list[Cell],
+    into: np.ndarray | None = None,
+    tallies: Tallies | None = None,
 ) -> dict[str, np.ndarray]:
     """Play deals ``first`` .. ``first + count - 1`` under each cell: result arrays by field.
 
@@ -787,6 +828,10 @@ def play(
     its rows given: a caller done with one batch's results before the next spares the fresh
     pages of a new array (batches past the allocator's threshold for reusing memory, 32 MB,
     are mapped afresh each time, and every page faulted in).
+
+    With ``tallies``, the records are added to them (`record.Tallies`) and only ``won`` is
+    given (``into`` then 1 x cells x count): what a summary sweep keeps of a batch, without
+    writing its rows and reading them back.
     """
     deals.check_u64("seed", seed)
     deals.check_u64("deal", first)
@@ -797,23 +842,22 @@ def play(
     for c, cell in enumerate(cells):
         if cell.custom is not None:
             codes[c, 1] = CUSTOM + mine.index(cell.custom)
-    shape = (len(RESULT_ROWS), len(cells), count)
-    if into is None:
-        out = np.zeros(shape, dtype=np.int8)
-    elif into.shape != shape or into.dtype != np.int8 or not into.flags.c_contiguous:
-        raise ValueError(f"into: an int8 array {shape} expected, not {into.dtype} {into.shape}")
-    else:
-        out = into
-        out[...] = 0
-    # The kernel writes only what varies. Zero is `record.NO_PILE`, "no rescue", in the
-    # rescue's rows; restarts and stray deaths are NO_COUNT but in play_out.
-    out[ROW_RESTARTS] = NO_COUNT
-    out[ROW_STRAY_DEATHS] = NO_COUNT
+    fields = 1 if tallies is not None else len(RESULT_ROWS)
+    out = results_array((fields, len(cells), count), into, filled=tallies is None)
     errors = np.full(5, -1, dtype=np.int64)
     customs, reads = user_functions(mine)
     try:
         play_cells(
-            np.uint64(seed), np.uint64(first), count, codes, TABLES, out, customs, reads, errors
+            np.uint64(seed),
+            np.uint64(first),
+            count,
+            codes,
+            TABLES,
+            out,
+            tallies,
+            customs,
+            reads,
+            errors,
         )
     except Exception:  # a strategy of the user's raised (the deal it was called for is known)
         if errors[3] < 0:
@@ -824,6 +868,25 @@ def play(
     if errors[0] >= 0:
         raise strategy_failure(seed, first + int(errors[0]), mine[errors[1]], cells, int(errors[2]))
     return dict(zip(RESULT_ROWS, out))
+
+
+def results_array(shape: tuple[int, ...], into: np.ndarray | None, filled: bool) -> np.ndarray:
+    """The int8 array `play_cells` writes: ``into`` if given (checked), else a new one; if
+    ``filled``, with what the kernel does not write (it writes only what varies: zero is
+    `record.NO_PILE`, "no rescue", in the rescue's rows; restarts and stray deaths are
+    NO_COUNT but in play_out)."""
+    if into is None:
+        out = np.zeros(shape, dtype=np.int8)
+    elif into.shape != shape or into.dtype != np.int8 or not into.flags.c_contiguous:
+        raise ValueError(f"into: an int8 array {shape} expected, not {into.dtype} {into.shape}")
+    else:
+        out = into
+        if filled:
+            out[...] = 0
+    if filled:
+        out[ROW_RESTARTS] = NO_COUNT
+        out[ROW_STRAY_DEATHS] = NO_COUNT
+    return out
 
 
 def custom_slots(cells: list[Cell]) -> list[rules.Custom]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,6 +18,20 @@ from pipeline.engine import rules
 # How the kernel's int8 arrays say "no value": the one definition of its sentinels.
 NO_PILE = 0  # rescue_pile and hint_den with no rescue (hours are 1..12, a denominator >= 1)
 NO_COUNT = -1  # restarts and stray_deaths outside play_out (counts are >= 0)
+
+
+class Tallies(NamedTuple):
+    """Records counted where the kernel makes them (`kernel.play` with tallies), in place of
+    its rows: dense int64 arrays indexed by a record's values, each array's shape its layout
+    (`records.summary` makes them and reads them back). Values index as they are, but the
+    sentinels: ``restarts`` and ``stray`` less NO_COUNT (0 for none), the hint by its code."""
+
+    counts: np.ndarray  # cells x won x down_at_stop x hint code (but play_out cells)
+    turned_piles: np.ndarray  # cells x won x cards_turned x rescue_pile (NO_PILE: none)
+    restarts: np.ndarray  # play_out slots x won x down_at_stop x restarts x stray_deaths
+    restart_slot: np.ndarray  # per cell: its slot in ``restarts`` (play_out cells)
+    facts: np.ndarray  # cells x won x kings_at_bottom x unvisited_at_third_king (standard)
+    hint_code: np.ndarray  # the hint's code by (hint_num, hint_den); 0: no rescue
 
 
 @dataclass(frozen=True)

@@ -48,10 +48,13 @@ the form Polars writes an Enum, so Polars reads them back as Enums without decod
   (`FactCounts`): the facts belong to the deal rather than to a cell, and the claims need
   only these counts.
 
-Counting is one numba pass over the records into dense per-cell tallies (every range is
-small and fixed by the rules: 2 x 49 x 125 records per cell, plus restart digits for
-`play_out`), so a batch costs a few nanoseconds a record; the tables are the tallies'
-nonzero entries. Pair tables are popcounts over bit-packed win vectors (numpy).
+Records are counted into dense per-cell tallies (every range is small and fixed by the
+rules: 2 x 49 x 125 records per cell, plus restart digits for `play_out`); the tables are
+the tallies' nonzero entries. A summary sweep's kernel counts each record where it makes it
+(`KernelBatches.kernel_tallies`, `record.Tallies`) and gives only the wins: a pass over its
+rows written and read back cost a seventh of a task. Rows from elsewhere (per-deal files, a
+kernel batch's arrays) are counted by one numba pass that checks every value. Pair tables
+are popcounts over bit-packed win vectors.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.engine import pairing, rules
-from pipeline.engine.record import NO_COUNT, NO_PILE
+from pipeline.engine.record import NO_COUNT, NO_PILE, Tallies
 from pipeline.engine.rules import Cell
 from pipeline.inference.claims import RUN_BLOCK
 from pipeline.records import schema
@@ -806,14 +809,34 @@ class KernelBatches(ShardSummary):
         self.pair_sums = np.zeros((len(self.pairs), 4), dtype=np.int64)
         self.block_sums = np.zeros((len(self.cells), BLOCK + 1), dtype=np.int64)
 
+    def kernel_tallies(self) -> Tallies:
+        """The tallies as the kernel counts a batch into them (`kernel.play` with
+        ``tallies``); then `add_wins` with the batch's wins."""
+        n_cells = len(self.cells)
+        return Tallies(
+            counts=self.counts.reshape(n_cells, 2, DOWN_RANGE, N_HINT_CODES),
+            turned_piles=self.turned_piles.reshape(n_cells, 2, TURNED_RANGE, PILE_RANGE),
+            restarts=self.restart_counts.reshape(
+                len(self.restart_counts), 2, DOWN_RANGE, RESTART_RANGE, RESTART_RANGE
+            ),
+            restart_slot=self.restart_slot,
+            facts=self.facts.tally.reshape(n_cells, 2, FACT_RANGE, FACT_RANGE),
+            hint_code=HINT_CODE,
+        )
+
+    def add_wins(self, won: np.ndarray) -> None:
+        """Add the pairs and blocks of a batch's wins (cells x deals, nonzero: won), whose
+        records are counted in the tallies."""
+        add_pair_sums(won, self.pairs, self.pair_sums)
+        _block_tally(won, won, False, self.block_sums)
+
     def add_matrix(self, results: dict[str, np.ndarray]) -> None:
         shape = results["won"].shape
         self.won = self.present = np.empty(shape, dtype=bool)  # the batch's shape; not filled
         super().add_matrix(results)
 
     def _add_wins(self, won: np.ndarray) -> None:
-        add_pair_sums(won, self.pairs, self.pair_sums)
-        _block_tally(won, won, False, self.block_sums)
+        self.add_wins(won)
         self.won = self.present = np.zeros((len(self.cells), 0), dtype=bool)
 
     def merge(self, other: KernelBatches) -> None:
@@ -889,31 +912,43 @@ def pair_counts(
 
 def add_pair_sums(won: np.ndarray, pairs: Sequence[tuple[int, int]], sums: np.ndarray) -> None:
     """Add each pair's (both, a_only, b_only, neither) over every deal of ``won`` (cells x
-    deals, nonzero: won) to ``sums`` (pairs x 4): `pair_counts` for deals every cell played,
-    in one pass that makes no array (a batch's arrays, fresh pages each time, cost more than
-    the counting on a VM that backs its memory lazily)."""
-    if not len(pairs):
-        return
-    index = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    _add_pair_sums(won.view(np.int8) if won.dtype == np.bool_ else won, index, sums)
+    deals, nonzero: won) to ``sums`` (pairs x 4): `pair_counts` for deals every cell played."""
+    if len(pairs):
+        add_word_pair_sums(packed_rows(won), won.shape[1], pairs, sums)
+
+
+def add_word_pair_sums(
+    words: np.ndarray, deals: int, pairs: Sequence[tuple[int, int]], sums: np.ndarray
+) -> None:
+    """`add_pair_sums` of wins packed to words (`packed_rows`) over ``deals`` deals: a
+    popcount covers 64 deals, where a pass over the deals' bytes cost a pair a byte each."""
+    if len(pairs):
+        index = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        _add_word_pair_sums(words, index, deals, sums)
 
 
 @_compiled_on_first_call
-def _add_pair_sums(won, index, sums):
-    n = won.shape[1]
+def _add_word_pair_sums(words, index, deals, sums):
+    def popcount(x):  # the bit-counting idiom, which the compiler makes one instruction
+        x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+        x = (x & np.uint64(0x3333333333333333)) + (
+            (x >> np.uint64(2)) & np.uint64(0x3333333333333333)
+        )
+        x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+        return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
     for k in range(index.shape[0]):
-        wins_a, wins_b = won[index[k, 0]], won[index[k, 1]]
+        wins_a, wins_b = words[index[k, 0]], words[index[k, 1]]
         both = a_wins = b_wins = 0
-        for j in range(n):
-            x = np.int64(wins_a[j] != 0)
-            y = np.int64(wins_b[j] != 0)
-            both += x & y
-            a_wins += x
-            b_wins += y
+        for j in range(words.shape[1]):
+            x, y = wins_a[j], wins_b[j]
+            both += popcount(x & y)
+            a_wins += popcount(x)
+            b_wins += popcount(y)
         sums[k, 0] += both
         sums[k, 1] += a_wins - both
         sums[k, 2] += b_wins - both
-        sums[k, 3] += n - a_wins - b_wins + both
+        sums[k, 3] += deals - a_wins - b_wins + both
 
 
 def pair_table(

@@ -52,9 +52,22 @@ def wins_table(
     columns = {
         **summary.cell_labels(cells, "", index, strategies),
         "deals": pa.array(np.full(len(cells), count, dtype=np.int64)),
-        "bits": pa.array([row.tobytes() for row in packed], type=pa.binary()),
+        "bits": bits_column(packed),
     }
     return pa.table(columns, schema=wins_schema(strategies))
+
+
+def bits_column(packed: np.ndarray) -> pa.Array:
+    """Each row of ``packed`` as one binary value, over its memory (no copy: a shard's bits
+    are megabytes, and a copy is fresh pages to fault in)."""
+    packed = np.ascontiguousarray(packed, dtype=np.uint8)
+    rows, width = packed.shape
+    if packed.size >= 2**31:  # binary's offsets are int32
+        raise ValueError(f"wins of {packed.size:,} bytes: a shard's must stay under 2 GiB")
+    offsets = np.arange(rows + 1, dtype=np.int32) * np.int32(width)
+    return pa.Array.from_buffers(
+        pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(packed)]
+    )
 
 
 def packed_wins(data: bytes, name: str, cells: Sequence[Cell], count: int) -> np.ndarray:

@@ -71,8 +71,9 @@ class StopTally:
         """Add a batch's wins (cells x deals, nonzero: won)."""
         from pipeline.records import summary
 
-        self.wins += np.count_nonzero(won, axis=1)
-        summary.add_pair_sums(won, self.pairs, self.sums)
+        words = summary.packed_rows(won)  # 64 deals a word: popcounts, not a pass a byte
+        self.wins += summary.popcount_rows(words)
+        summary.add_word_pair_sums(words, won.shape[1], self.pairs, self.sums)
 
     def __add__(self, other: StopTally) -> StopTally:
         return StopTally(self.pairs, self.wins + other.wins, self.sums + other.sums)
@@ -232,14 +233,17 @@ def play_batches(
     _, cross = cross_pairs(job)
     step = starts.step
     metadata = shard_metadata(job) if rows_to is not None else None
-    # Results are used up within their batch: every batch is played into one array.
-    scratch = results_array((len(kernel.RESULT_ROWS), len(cells), step))
+    # Results are used up within their batch: every batch is played into one array. A
+    # summary shard's records are counted by the kernel itself, which gives only the wins.
+    fields = 1 if counts is not None else len(kernel.RESULT_ROWS)
+    scratch = results_array((fields, len(cells), step))
     for start in starts[batches[0] : batches[1]]:
         first = shard.first + start
         count = min(step, shard.count - start)
         began = time.perf_counter()
         into = scratch if count == step else None
-        results = kernel.play(job.seed, first, count, cells, into)
+        tallies = counts.kernel_tallies() if counts is not None else None
+        results = kernel.play(job.seed, first, count, cells, into, tallies)
         played.kernel_seconds += time.perf_counter() - began
         won = results["won"]
         if earlier_won is not None:
@@ -247,7 +251,7 @@ def play_batches(
         if played.tally is not None:
             played.tally.add(won)
         if counts is not None:
-            counts.add_matrix(results)
+            counts.add_wins(results["won"])
             at = (start - begin) // 8  # batches start on a byte (`batch_multiple`)
             played.own_bits[:, at : at + -(-count // 8)] = np.packbits(results["won"], axis=1)
             if cross:

@@ -9,13 +9,14 @@ of parts must add up to the tables of the whole.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.engine import kernel, pairing, rules
+from pipeline.engine import custom, kernel, pairing, rules
 from pipeline.engine.rules import Cell
 from pipeline.records import schema, summary
 
@@ -239,6 +240,42 @@ def test_per_deal_rows_give_the_same_tables(results, tables, shuffled):
     facts.add_results(results)
     for name, table in {**from_rows, "facts": facts.table()}.items():
         assert table.equals(tables[name]), name
+
+
+def counted_by_the_kernel(cells, batches: int) -> dict[str, pa.Table]:
+    """The tables of COUNT deals counted by the kernel as it plays them (a summary sweep's
+    way), in ``batches`` equal batches."""
+    counted = summary.KernelBatches(cells)
+    size = COUNT // batches
+    for b in range(batches):
+        tallies = counted.kernel_tallies()
+        won = kernel.play(SEED, 1000 + b * size, size, cells, None, tallies)["won"]
+        assert won.shape == (len(cells), size)
+        counted.add_wins(won)
+    return counted.tables()
+
+
+@pytest.mark.parametrize("batches", [1, 2])
+def test_the_kernel_counts_what_its_rows_say(tables, batches):
+    # Every cell of the rules (play_out's restarts, every hint, the facts), in one batch and
+    # in two (whose tallies add up and whose blocks meet at a block's boundary).
+    counted = counted_by_the_kernel(CELLS, batches)
+    for name in summary.TABLES:
+        assert counted[name].equals(tables[name]), name
+
+
+def test_the_kernel_counts_strategies_of_your_own_as_their_rows_say():
+    here = Path(__file__).parent.parent / "engine"
+    mine = [
+        custom.read(f"builtins_as_functions.py:{name}", str(here))
+        for name in ("most_mine", "random_mine")
+    ]
+    cells = [Cell("one_swap", s.name, finale, custom=s) for s in mine for finale in ("down", "up")]
+    cells += [Cell("standard"), Cell("exchange", "most", "down", depth="top")]
+    counted = counted_by_the_kernel(cells, 1)
+    from_rows = summary.summarise(kernel.play(SEED, 1000, COUNT, cells), cells)
+    for name in summary.TABLES:
+        assert counted[name].equals(from_rows[name]), name
 
 
 def test_parts_add_up_to_the_whole(results, tables):
