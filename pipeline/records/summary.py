@@ -869,9 +869,11 @@ def packed_rows(bits: np.ndarray) -> np.ndarray:
 
 def as_words(packed: np.ndarray) -> np.ndarray:
     """Rows of packed bytes (`np.packbits`) as rows of uint64 words (zero-padded)."""
-    pad = (-packed.shape[1]) % 8
-    if pad:
-        packed = np.pad(packed, ((0, 0), (0, pad)))
+    rows, width = packed.shape
+    if width % 8:  # (np.pad's own costs are most of a batch's)
+        padded = np.zeros((rows, width + (-width) % 8), dtype=np.uint8)
+        padded[:, :width] = packed
+        packed = padded
     return np.ascontiguousarray(packed).view(np.uint64)
 
 
@@ -980,16 +982,25 @@ def pair_table_of(
 @_compiled_on_first_call
 def _block_tally(won, present, use_present, tally):
     """tally[c, w] += 1 for each block of BLOCK consecutive deals of cell c with w wins."""
+    # Four tallies taken in turn, then summed: one would make each count wait for the last
+    # (runs of blocks with the same wins are the rule), at twice the time.
+    tallies = np.zeros((4, BLOCK + 2), dtype=np.int64)
     for c in range(won.shape[0]):
+        tallies[:] = 0
+        row, have = won[c], present[c]
         for b in range(won.shape[1] // BLOCK):
             wins = 0
-            whole = True
-            for k in range(b * BLOCK, (b + 1) * BLOCK):
-                wins += won[c, k]
-                if use_present and not present[c, k]:
-                    whole = False
-            if whole:
-                tally[c, wins] += 1
+            for k in range(BLOCK):  # a constant count, and no branch: it unrolls
+                wins += row[b * BLOCK + k]
+            if use_present:
+                whole = True
+                for k in range(BLOCK):
+                    whole &= have[b * BLOCK + k]
+                wins = wins if whole else BLOCK + 1  # a block not whole: not counted
+            tallies[b & 3, wins] += 1
+        for turn in range(4):
+            for wins in range(BLOCK + 1):
+                tally[c, wins] += tallies[turn, wins]
 
 
 def block_table(
