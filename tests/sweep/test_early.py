@@ -147,7 +147,9 @@ def test_a_run_stopped_while_ray_starts_leaves_nothing_and_resumes(tmp_path, sto
     assert not [p for p in (out / "shards").rglob("*") if p.is_file()]
     assert json.loads((out / "manifest.json").read_text())["shards"] == []
     assert last_run(out)["status"] == "interrupted"
-    stderr = run_driver(config_file, out, marker)
+    # The rerun on the thread executor: what the stop left (nothing), not Ray, is what it
+    # reads; a rerun on Ray would start a second instance for the same finding.
+    stderr = run_driver(config_file, out, marker, "run.executor=threads")
     assert "400 of 400 shards to play (0 already committed)" in stderr
     assert read_rows(out / "shards" / "deals").equals(
         kernel_rows(CONFIG.replace("deals = 40_000", "deals = 400_000"))
