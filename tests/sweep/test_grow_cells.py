@@ -31,6 +31,7 @@ from pipeline.store.location import Location
 from pipeline.store.records import PAGE_ENV
 from pipeline.sweep import driver as sweep_driver
 from pipeline.sweep.config import load
+from pipeline.sweep.task import write_shard
 
 BASE = """
 name = "grows"
@@ -269,13 +270,15 @@ def test_a_new_cell_failing_once_is_retried(tmp_path):
     path, out = write(tmp_path)
     assert run(path).exit_code == 0
 
-    def task(job):
+    def task(job, after_batch=None):  # as the thread executor calls the production task
         if job.earlier and job.shard.index == 1 and job.attempt == 1:
             raise RuntimeError("injected failure")
-        return sweep_driver.play_shard(job)
+        return write_shard(job, after_batch)
 
     said = io.StringIO()
-    outcome = sweep_driver.run(load(str(path), [GROWN[1]]), task=task, stream=said)
+    # On the thread executor too, as the module's other runs: retries are the scheduler's.
+    config = load(str(path), [GROWN[1], "run.executor=threads"])
+    outcome = sweep_driver.run(config, task=task, stream=said)
     assert (
         "shard 1 (1000-1999) of cells-1 failed, attempt 1 of 4: RuntimeError: injected "
         "failure; retrying" in said.getvalue()

@@ -154,8 +154,10 @@ def on_disk(out: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory) -> tuple[Path, Path, dict]:
-    """The rule run in this process, on the module's local Ray instance of two CPUs."""
+def two_workers(tmp_path_factory, local_ray) -> tuple[Path, Path, dict]:
+    """The rule run in this process, on the module's local Ray instance of two CPUs (asked
+    for here: else the run started an instance of its own, and a test asking for the
+    module's instance later started a second)."""
     path, out = write(tmp_path_factory.mktemp("two"), BASE + RULE)
     result = run(path, executor="ray")
     assert result.exit_code == 0, result.output
