@@ -340,22 +340,14 @@ def piece_worker(marker: str) -> int | None:
     return None
 
 
-DEALS_IN_PIECES = 31_000_000  # three shards of 10,000,000 deals, and one of 1,000,000
-
-
 def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
-    """A sweep of four shards: the first ones begun by the driver while Ray started (a
-    thread for each CPU) and finished on Ray, the others, the sweep's end, played in pieces
-    across the workers (both said in its progress); a piece's worker killed by pid fails its
-    shard, which is played again; the files byte for byte those of a run playing every shard
-    whole on Ray."""
+    """A sweep of four large shards: the first ones begun by the driver while Ray started (a
+    thread for each CPU) and finished on Ray, the others, the sweep's end, played in pieces across the workers (both
+    said in its progress); a piece's worker killed by pid fails its shard, which is played
+    again; the files byte for byte those of a run playing every shard whole on Ray."""
     # 2 cells x 10,000,000 deals a shard: forty batches, seconds of play each, so that the
-    # driver's threads, which play while Ray starts, cannot take every shard before it is up:
-    # both would have to finish a shard of forty batches first (or one of them two). The
-    # last shard is left to the sweep's end, so it need not be large: 1,000,000 deals, four
-    # batches played as four pieces, where a fourth shard as large cost seconds of play
-    # twice over (and again when it was the one whose piece was killed).
-    text = CONFIG.replace("deals = 40_000", f"deals = {DEALS_IN_PIECES}").replace(
+    # driver's threads, which play while Ray starts, cannot play every shard before it is up.
+    text = CONFIG.replace("deals = 40_000", "deals = 40_000_000").replace(
         "shard_size = 1000", "shard_size = 10_000_000"
     )
     config_file = tmp_path / "pieces.toml"
@@ -392,4 +384,4 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
     assert "pieces" not in whole and "played here" not in whole, whole
     assert sha256s(tmp_path / "split") == sha256s(tmp_path / "whole")
     manifest = json.loads((tmp_path / "split" / "manifest.json").read_text())
-    assert sum(entry["rows"] for entry in manifest["shards"]) == 2 * DEALS_IN_PIECES
+    assert sum(entry["rows"] for entry in manifest["shards"]) == 2 * 40_000_000
