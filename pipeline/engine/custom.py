@@ -28,7 +28,7 @@ import threading
 
 import numpy as np
 
-from pipeline.engine import rules
+from pipeline.engine import reach, rules
 from pipeline.engine.rules import N_HOURS, N_PILES, SEEN_COLUMNS, Custom
 
 SPEC = re.compile(r"(?P<where>[^:]+):(?P<function>[A-Za-z_][A-Za-z0-9_]*)")
@@ -95,7 +95,8 @@ def from_source(spec: str, function: str, source: str, origin: str) -> Custom:
     """The strategy of function ``function`` in ``source`` (read from ``origin``), checked:
     its parameters, and numba's compile. CustomError, one line, otherwise."""
     digest = hashlib.sha256(source.encode()).hexdigest()
-    python = _function_in(spec, function, _namespace(spec, source, origin, digest), origin)
+    namespace = _namespace(spec, source, origin, digest)
+    python = _function_in(spec, function, namespace, origin)
     parameters = inspect.signature(python).parameters.values()
     for parameter in parameters:
         if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
@@ -105,8 +106,10 @@ def from_source(spec: str, function: str, source: str, origin: str) -> Custom:
                 f"strategy: {spec!r}: parameter {parameter.name!r} is not something a strategy "
                 f"sees; name its parameters from: {', '.join(rules.SEES)}"
             )
+    sees = tuple(p.name for p in parameters)
+    reaches = _reaches(spec, python, namespace, source)
     try:
-        custom = Custom(function, tuple(p.name for p in parameters), digest, spec, source)
+        custom = Custom(function, sees, digest, reaches, spec=spec, source=source)
     except rules.RuleError as error:
         raise CustomError(str(error)) from None
     compiled(custom)
@@ -148,6 +151,14 @@ def _function_in(spec: str, function: str, namespace: dict, origin: str):
     return found
 
 
+def _reaches(spec: str, python, namespace: dict, source: str) -> str:
+    """The digest of what the strategy reaches outside its file (`reach`)."""
+    try:
+        return reach.digest(reach.reached(python, namespace["__name__"], source))
+    except reach.StaleHelper as error:
+        raise CustomError(f"strategy: {spec!r}: {error}") from None
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -157,14 +168,29 @@ def _first_line(error: BaseException) -> str:
 _lock = threading.RLock()
 _namespaces: dict[str, dict] = {}
 _compiled: dict[Custom, object] = {}
+_functions: dict[Custom, object] = {}  # checked against what they reach, once a process
 
 
 def python_function(custom: Custom):
-    """The strategy's Python function (from the source the cell carries)."""
+    """The strategy's Python function (from the source the cell carries), with the helpers
+    and values it reads from other files as they were where the sweep began (`reach`): a
+    node whose copy of a helper differs is refused, not played."""
+    with _lock:
+        if custom in _functions:
+            return _functions[custom]
     if hashlib.sha256(custom.source.encode()).hexdigest() != custom.digest:
         raise CustomError(f"strategy: {custom.name!r}: its source is not the one its digest names")
     namespace = _namespace(custom.spec, custom.source, custom.spec or custom.name, custom.digest)
-    return _function_in(custom.spec, custom.name, namespace, custom.spec)
+    python = _function_in(custom.spec, custom.name, namespace, custom.spec)
+    if _reaches(custom.spec, python, namespace, custom.source) != custom.reaches:
+        raise CustomError(
+            f"strategy: {custom.spec or custom.name!r}: the helpers or values it reads from "
+            "other files are not those the sweep was started with (edited since, or another "
+            "copy on this machine)"
+        )
+    with _lock:
+        _functions[custom] = python
+    return python
 
 
 # --- What a strategy sees -----------------------------------------------------------------

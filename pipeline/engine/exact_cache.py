@@ -5,10 +5,10 @@ A counts-only strategy's exact value comes from playing it over every count vect
 calls a vector), which `clocksweep report` and `clocksweep odds` would otherwise spend on
 every run. The totals are kept in the user's cache directory (`directory`), one JSON file per
 strategy and deck, named by the sha256 of what decides them (the strategy's source digest,
-name and what it sees, the deck, and `rand`'s law), so a changed function is never given
-another's totals. A file is written whole or not at all (a temporary file renamed over it),
-and one that does not hold what its name promises, checksum included, is not trusted: the
-totals are enumerated again and the file replaced.
+the digest of the helpers it reaches, its name and what it sees, the deck, and `rand`'s law),
+so a changed function is never given another's totals. A file is written whole or not at all
+(a temporary file renamed over it), and one that does not hold what its name promises,
+checksum included, is not trusted: the totals are enumerated again and the file replaced.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def directory() -> Path:
 
 
 def _identity(strategy: rules.Custom, ranks: int, suits: int) -> dict:
-    return {
+    identity = {
         "format": FORMAT,
         "strategy": strategy.name,
         "digest": strategy.digest,
@@ -45,6 +45,9 @@ def _identity(strategy: rules.Custom, ranks: int, suits: int) -> dict:
         "suits": suits,
         "rand_law": [[str(value), str(chance)] for value, chance in rules.RAND_LAW],
     }
+    if strategy.reaches:  # its helpers' (`reach`); absent, the names made before are kept
+        identity["reaches"] = strategy.reaches
+    return identity
 
 
 def _checksum(identity: dict, totals: list) -> str:

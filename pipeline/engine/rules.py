@@ -106,15 +106,21 @@ def rand_value(draw: int) -> float:
 class Custom:
     """A rescue strategy of the user's (`pipeline.engine.custom` reads and compiles it).
 
-    Two are the same strategy when their name, what they see and their source's digest are:
-    where the source came from, and its text (the digest stands for it), do not count.
+    Two are the same strategy when their name, what they see, their source's digest and the
+    digest of what it reaches outside its file (its helpers, `reach`) are: where the source
+    came from, and its text (the digest stands for it), do not count.
     """
 
     name: str  # its label in every record: the function's name
     sees: tuple[str, ...]  # its parameters, from SEES, in the function's order
     digest: str  # sha256 of the source below
-    spec: str = field(default="", compare=False)  # as the config names it: FILE.py:FUNCTION
-    source: str = field(default="", compare=False, repr=False)  # its file's or module's text
+    reaches: str = ""  # sha256 of the helpers and values it reads from elsewhere ("" if none)
+    spec: str = field(
+        default="", compare=False, kw_only=True
+    )  # as the config names it: FILE.py:FUNCTION
+    source: str = field(
+        default="", compare=False, repr=False, kw_only=True
+    )  # its file's or module's text
 
     def __post_init__(self) -> None:
         if self.name in STRATEGIES:

@@ -13,7 +13,7 @@ from pipeline.engine.rules import Cell
 
 def cell_record(cell: Cell) -> dict:
     """A cell as the identity and run.json list it. A strategy of the user's adds what it
-    sees and its source's digest (so that a changed function is another cell); the built-in
+    sees and its digests (`custom_record`: a changed function is another cell); the built-in
     cells' records, and so their hashes, are as they were before there were any."""
     record = {
         "variant": cell.variant,
@@ -23,7 +23,18 @@ def cell_record(cell: Cell) -> dict:
         "depth": cell.depth,
     }
     if cell.custom is not None:
-        record["custom"] = {"sees": list(cell.custom.sees), "digest": cell.custom.digest}
+        record["custom"] = custom_record(cell.custom)
+    return record
+
+
+def custom_record(strategy: rules.Custom) -> dict:
+    """What of a strategy of the user's decides its cells' rows: what it sees, its source's
+    digest, and the digest of what it reaches outside its file where it reaches anything
+    (`reach`; absent otherwise, so that the cells of one that reaches nothing keep the
+    identity they had before helpers were followed)."""
+    record = {"sees": list(strategy.sees), "digest": strategy.digest}
+    if strategy.reaches:
+        record["reaches"] = strategy.reaches
     return record
 
 
@@ -73,12 +84,7 @@ def custom_records(customs) -> dict:
     ``custom_source``, `custom_sources`), so that a reader of the results (the report,
     `validate`) knows each without the user's file."""
     return {
-        strategy.name: {
-            "spec": strategy.spec,
-            "sees": list(strategy.sees),
-            "digest": strategy.digest,
-        }
-        for strategy in customs
+        strategy.name: {"spec": strategy.spec, **custom_record(strategy)} for strategy in customs
     }
 
 
@@ -99,7 +105,12 @@ def customs_of(config: dict) -> tuple[rules.Custom, ...]:
             raise ValueError(f"strategy {name!r}: its source is not the one its digest names")
         customs.append(
             rules.Custom(
-                name, tuple(recorded["sees"]), recorded["digest"], recorded["spec"], source
+                name,
+                tuple(recorded["sees"]),
+                recorded["digest"],
+                recorded.get("reaches", ""),
+                spec=recorded["spec"],
+                source=source,
             )
         )
     return tuple(customs)

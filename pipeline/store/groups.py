@@ -74,7 +74,7 @@ def _recorded_custom(cell: dict, customs: dict) -> rules.Custom | None:
     if "custom" not in cell:
         return None
     found = customs.get(cell["strategy"])
-    if found is None or cell["custom"] != {"sees": list(found.sees), "digest": found.digest}:
+    if found is None or cell["custom"] != identity.custom_record(found):
         raise ValueError(f"strategy {cell['strategy']!r}: not the one run.json's config records")
     return found
 
@@ -142,10 +142,21 @@ def _refuse_changed_strategies(played, cells, where: str) -> None:
         if before is not None and before != cell.custom:
             raise ResultsError(
                 f"grid.strategy: {cell.custom.spec or cell.strategy!r} is not the function "
-                f"the sweep in {where} played as {cell.strategy!r} (its source's digest "
-                f"{before.digest[:12]}, now {cell.custom.digest[:12]}); restore it, rename "
-                "the function to add it as a new strategy, or use --fresh to start over"
+                f"the sweep in {where} played as {cell.strategy!r} ({_what_changed(before, cell.custom)}); "
+                "restore it, rename the function to add it as a new strategy, or use --fresh "
+                "to start over"
             )
+
+
+def _what_changed(before: rules.Custom, now: rules.Custom) -> str:
+    if before.digest != now.digest:
+        return f"its source's digest {before.digest[:12]}, now {now.digest[:12]}"
+    if before.reaches != now.reaches:
+        return (
+            f"the helpers and values it reads from other files: digest "
+            f"{before.reaches[:12] or 'none'}, now {now.reaches[:12] or 'none'}"
+        )
+    return f"it saw {', '.join(before.sees)}, now {', '.join(now.sees)}"
 
 
 def sweep_cells(groups: list[CellGroup]) -> list[Cell]:

@@ -412,3 +412,99 @@ def test_the_examples_play_as_their_docstrings_say():
         assert np.array_equal(out["rescue_pile"][2], out["rescue_pile"][3]), variant
         assert 0.4 < out["won"][0].mean() < 0.46
     assert strategy(EXAMPLES, "nearest_twelve").counts_only
+
+
+# --- What a strategy reaches beyond its file --------------------------------------------------
+
+HELPERS = """
+import numba
+import numpy as np
+
+TABLE = np.arange(12)
+LIMIT = 12
+
+
+@numba.njit
+def inner(counts):
+    return int(np.argmax(counts[:LIMIT])) + 1
+
+
+@numba.njit
+def outer(counts):
+    return inner(counts) + 0 * TABLE[0]
+"""
+USER = """
+import {module}
+from {module} import outer
+
+OWN = 3
+
+
+def mine(counts):
+    return outer(counts) + 0 * OWN
+
+def by_attribute(counts):
+    return {module}.inner(counts)
+
+def alone(counts):
+    return int(counts.argmax()) + 1 + 0 * OWN
+"""
+
+
+def helper_files(tmp_path, monkeypatch, module: str):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / f"{module}.py").write_text(HELPERS)
+    (tmp_path / "user.py").write_text(USER.format(module=module))
+    return tmp_path / f"{module}.py"
+
+
+def test_a_strategy_reaches_the_helpers_numba_compiles_into_it(tmp_path, monkeypatch):
+    """Its helpers' sources and the values they read, through another helper and through a
+    module's attribute; nothing for one that reads only its own file and numpy."""
+    from pipeline.engine import reach
+
+    helper_files(tmp_path, monkeypatch, "reach_helpers_a")
+    found = {}
+    for name in ("mine", "by_attribute", "alone"):
+        strategy = custom.read(f"user.py:{name}", str(tmp_path))
+        python = custom.python_function(strategy)
+        found[name] = reach.reached(python, python.__module__, strategy.source)
+        assert strategy.reaches == reach.digest(found[name])
+    assert set(found["mine"]) == {
+        "<strategy file>.outer",
+        "reach_helpers_a.inner",
+        "reach_helpers_a.LIMIT",
+        "reach_helpers_a.TABLE",
+    }
+    assert "def inner(counts)" in found["mine"]["reach_helpers_a.inner"]["source"]
+    assert found["mine"]["reach_helpers_a.LIMIT"] == "int 12"
+    assert "reach_helpers_a.inner" in found["by_attribute"]
+    assert found["alone"] == {} and custom.read("user.py:alone", str(tmp_path)).reaches == ""
+
+
+def test_the_builtins_as_functions_reach_nothing_so_their_identity_is_as_it_was():
+    for builtin in AS_FUNCTIONS:
+        assert mine(builtin).reaches == ""
+
+
+def test_a_helper_edited_after_its_import_is_refused_in_one_line(tmp_path, monkeypatch):
+    """In a long-lived process (a notebook) the code that would run is the old helper's; its
+    file's text is not what would be played, so the strategy is refused."""
+    helpers = helper_files(tmp_path, monkeypatch, "reach_helpers_b")
+    custom.read("user.py:mine", str(tmp_path))
+    helpers.write_text(HELPERS.replace("+ 1", "+ 2"))
+    with pytest.raises(custom.CustomError, match="has changed in its file since") as raised:
+        custom.read("user.py:mine", str(tmp_path))
+    assert "\n" not in str(raised.value)
+
+
+def test_a_strategy_whose_helpers_differ_where_it_is_played_is_refused(tmp_path, monkeypatch):
+    """A worker compiles the cell's strategy from its text, importing its helpers there: a
+    helper that is not the one the sweep began with is refused, not played."""
+    import dataclasses
+
+    helper_files(tmp_path, monkeypatch, "reach_helpers_c")
+    strategy = custom.read("user.py:mine", str(tmp_path))
+    elsewhere = dataclasses.replace(strategy, reaches="0" * 64)
+    with pytest.raises(custom.CustomError, match="not those the sweep was started with"):
+        custom.compiled(elsewhere)

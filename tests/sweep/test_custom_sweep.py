@@ -7,7 +7,10 @@ the run with its line."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -147,3 +150,68 @@ def test_a_strategy_that_breaks_the_rules_stops_the_run_with_its_line(tmp_path, 
     )
     assert all(not e["first"] <= deal <= e["last"] for e in manifest["shards"])
     assert not list((out / "shards").rglob(".partial/*")) if (out / "shards").exists() else True
+
+
+HELPER = """
+import numba
+
+LAST = 11
+
+
+@numba.njit
+def first_nonempty(counts):
+    for q in range(12):
+        if counts[q] > 0:
+            return q + 1
+    return LAST + 1
+"""
+VIA_HELPER = """
+from helper_mod import first_nonempty
+
+
+def via_helper(counts):
+    return first_nonempty(counts)
+"""
+
+
+def fresh_process(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`clocksweep ARGS` in a process of its own, the helper's directory on its path: a new
+    process imports the helper's file as it is now."""
+    paths = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import cli; cli()", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("change", ["body", "constant"])
+def test_a_changed_helper_in_another_file_is_refused_like_a_changed_body(tmp_path, change):
+    """A helper numba compiles into the strategy, from a file of its own, is part of the
+    strategy's identity (issue 45: the old helper's rows and the new one's were mixed)."""
+    (tmp_path / "helper_mod.py").write_text(HELPER)
+    (tmp_path / "s2.py").write_text(VIA_HELPER)
+    out = tmp_path / "res"
+    config = config_file(
+        tmp_path,
+        f'name = "h"\nseed = 3\ndeals = 20_000\nshard_size = 10_000\noutput = "{out}"\n'
+        '[grid]\nvariant = ["one_swap"]\nstrategy = ["most", "s2.py:via_helper"]\n'
+        '[run]\nexecutor = "threads"\n',
+    )
+    first = fresh_process(tmp_path, "run", str(config))
+    assert first.returncode == 0, first.stderr
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    edited = (
+        HELPER.replace("range(12)", "range(11, -1, -1)")
+        if change == "body"
+        else HELPER.replace("LAST = 11", "LAST = 10")
+    )
+    (tmp_path / "helper_mod.py").write_text(edited)
+    for args in (["--set", "deals=40000"], []):  # grown, and resumed
+        again = fresh_process(tmp_path, "run", str(config), *args)
+        assert again.returncode == 2, again.stderr
+        (line,) = again.stderr.strip().splitlines()
+        assert "is not the function the sweep" in line and "other files" in line, line
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
