@@ -385,8 +385,16 @@ def _notes_blocks(doc: dict, image: dict) -> list[tuple]:
     return blocks
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md_text(text) -> str:
+    """Text as Markdown shows it and no more: Markdown viewers render inline HTML, so what a
+    user wrote (a claim's words, a title, a strategy's name) is HTML-escaped (`&lt;` shows as
+    `<`), never passed through as markup."""
+    return html.escape(str(text), quote=False)
+
+
+def _md_cell(text) -> str:
+    """A table cell's text: escaped, and with nothing that would end the cell or the row."""
+    return _md_text(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def to_markdown(blocks: list[tuple]) -> str:
@@ -394,18 +402,18 @@ def to_markdown(blocks: list[tuple]) -> str:
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            out.append("#" * int(kind[1]) + " " + block[1])
+            out.append("#" * int(kind[1]) + " " + _md_cell(block[1]))
         elif kind == "p":
-            out.append(block[1])
+            out.append(_md_text(block[1]))
         elif kind == "list":
-            out.append("\n".join(f"- {item}" for item in block[1]))
+            out.append("\n".join(f"- {_md_cell(item)}" for item in block[1]))
         elif kind == "table":
             headers, rows = block[1], block[2]
-            lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            lines = ["| " + " | ".join(map(_md_cell, headers)) + " |", "|" + "---|" * len(headers)]
             lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows]
             out.append("\n".join(lines))
         elif kind == "img":
-            out.append(f"![{block[2]}]({block[1]})")
+            out.append(f"![{_md_cell(block[2]).replace(']', chr(92) + ']')}]({block[1]})")
     return "\n\n".join(out) + "\n"
 
 

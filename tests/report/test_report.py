@@ -539,3 +539,26 @@ def test_cli_report_checks_claims_files(both_modes, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "claim 'watch_roughly_25_to_30': measure: 'winrate'" in lines[0]
     assert not elsewhere.exists()
+
+
+HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "a | b\nc")
+
+
+def test_report_md_escapes_what_users_wrote():
+    """A claim's words, a source's title, a strategy's name reach report.md as text, not as
+    HTML a Markdown viewer renders, nor as a `|` or a newline that breaks a table (issue 45)."""
+    from pipeline.report import render
+
+    blocks = [
+        ("h1", "report"),
+        ("h3", HOSTILE[0]),
+        ("p", HOSTILE[1]),
+        ("list", list(HOSTILE)),
+        ("table", ["claim", HOSTILE[0]], [list(HOSTILE)]),
+    ]
+    text = render.to_markdown(blocks)
+    assert "<script" not in text and "<img" not in text, text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(table) == 2 and all(line.count(" | ") == 2 for line in table[1:]), table
+    assert "a \\| b c" in table[1]
