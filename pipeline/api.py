@@ -286,6 +286,7 @@ class Results:
                 replay=self.replay,
                 out=None if out is None else os.fspath(out),
                 plots_enabled=plots,
+                out_named="write_report(out=...)",
             )
         except user_errors() as error:
             raise as_error(error) from None

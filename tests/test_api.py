@@ -162,3 +162,16 @@ def test_an_unknown_table_names_the_tables(results):
         clocksweep.ClocksweepError, match="table: 'dealz' is not known; allowed: deals, facts"
     ):
         results.rows("dealz")
+
+
+def test_write_report_names_its_own_parameter_in_an_error(results, tmp_path):
+    """An out the report cannot be written to is named as the API's parameter, not as the
+    CLI's --out option (issue 45)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    opened = clocksweep.open_results(results.where, replay=0)
+    for out in ("s3://bucket/report", blocker / "report"):
+        with pytest.raises(clocksweep.ClocksweepError) as refused:
+            opened.write_report(out, plots=False)
+        assert str(refused.value).startswith("write_report(out=...): "), str(refused.value)
+        assert "--out" not in str(refused.value)

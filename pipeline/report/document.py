@@ -187,17 +187,19 @@ def build(
     workers: int | None = None,
     plotter: plots.Plotter | None = None,
     claims: Sequence[Claim] | None = None,
+    out_named: str = "--out",
 ) -> Report:
-    """Read RESULTS, compute every figure and write RESULTS/report/ (or ``out``).
+    """Read RESULTS, compute every figure and write RESULTS/report/ (or ``out``, which
+    errors call ``out_named``: the CLI's option, or the API's parameter).
 
     ``plotter``: a `plots.Plotter` made by the caller, best before it imported this module
     (see `plots.Plotter`); by default the report makes its own. ``claims``: as `compose`.
     """
     if plotter is None:
         with plots.Plotter((os.cpu_count() or 1) if plots_enabled else 1) as plotter:
-            return build(where, replay, out, plots_enabled, workers, plotter, claims)
+            return build(where, replay, out, plots_enabled, workers, plotter, claims, out_named)
     if out is not None and ("://" in out or not out.strip()):
-        raise ReportError(f"--out: {out!r}: expected a local directory path")
+        raise ReportError(f"{out_named}: {out!r}: expected a local directory path")
     laps = Laps()
     # The plots' process, started by now, imports matplotlib while the shards are read.
     start_plots = (lambda document: plotter.start(_plot_jobs(document))) if plots_enabled else None
@@ -205,19 +207,20 @@ def build(
     if out is None and made.directory is None:
         raise ReportError(f"{where}: the report is written locally; pass an output directory")
     made.directory = out or made.directory
-    write(made, out is not None)
+    write(made, out_named if out is not None else None)
     laps.lap("write")
     return made
 
 
-def write(made: Report, chosen: bool) -> None:
-    """Write a composed report into its directory (``chosen``: given by --out, so named in an
-    error; else RESULTS/report, removed again if it cannot be written whole)."""
+def write(made: Report, chosen: str | None) -> None:
+    """Write a composed report into its directory (``chosen``: the option or parameter that
+    gave it, named in an error; None: RESULTS/report, removed again if it cannot be written
+    whole)."""
     try:
         os.makedirs(made.directory, exist_ok=True)
     except OSError as error:
         raise ReportError(
-            f"{'--out: ' if chosen else ''}{made.directory}: cannot write a "
+            f"{f'{chosen}: ' if chosen else ''}{made.directory}: cannot write a "
             f"report there ({error.strerror or error})"
         ) from None
     try:
@@ -226,7 +229,7 @@ def write(made: Report, chosen: bool) -> None:
         if not chosen:  # RESULTS/report is ours: no half-written report is left to be read
             made.loaded.location.delete(layout.REPORT_DIR)
         raise ReportError(
-            f"{'--out: ' if chosen else ''}{made.directory}: cannot write "
+            f"{f'{chosen}: ' if chosen else ''}{made.directory}: cannot write "
             f"the report ({os_error_text(error)})"
         ) from None
 
