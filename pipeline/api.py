@@ -158,7 +158,7 @@ def run(
         )
     except user_errors() as error:
         raise as_error(error) from None
-    results = open_results(config.output)
+    results = open_results(config.output_given)
     results.outcome = outcome
     if outcome.failed:
         raise ShardsFailed(results)
@@ -201,7 +201,7 @@ class Results:
         self.outcome: Outcome | None = None  # what the run that gave these results did
 
     def __repr__(self) -> str:
-        return f"Results({self.where!r})"
+        return f"Results({self.location.where!r})"
 
     @property
     def path(self) -> str:

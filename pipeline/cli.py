@@ -49,15 +49,27 @@ def first_look(results_path: str, before_exit=None):
     from contextlib import nullcontext
 
     from pipeline.store import validate
+    from pipeline.store.credentials import shown
     from pipeline.sweep.cluster import deadline
 
+    named = shown(results_path)
     waiting = (
-        deadline(f"{results_path}: the store did not answer within {{seconds}} s", before_exit, 1)
+        deadline(f"{named}: the store did not answer within {{seconds}} s", before_exit, 1)
         if "://" in results_path
         else nullcontext()
     )
     with waiting:
         return validate.first_look(results_path)
+
+
+def note_credentials(where: str) -> None:
+    """Where a URI carries credentials: that they are never shown, and where else to give
+    them (once a command, before anything else it says)."""
+    from pipeline.store import credentials
+
+    line = credentials.note(where)
+    if line is not None:
+        click.echo(f"clocksweep: {line}", err=True)
 
 
 class CleanGroup(click.Group):
@@ -571,6 +583,7 @@ def run(config_path, overrides, dry_run, fresh, address, verbose):
     task = (click.get_current_context().find_root().obj or {}).get("task")
     try:
         config = sweep_config.load(config_path, overrides)
+        note_credentials(config.output_given)
         if dry_run:
             click.echo(api.plan(config))
             return
@@ -603,6 +616,7 @@ def validate(results_path):
     """
     from pipeline.store import layout, validate
 
+    note_credentials(results_path)
     try:
         problems, figures = validate.validate(first_look(results_path))
     except layout.ResultsError as error:
@@ -636,6 +650,7 @@ def build_report(
     anything else) is `Failed`."""
     from pipeline.inference import claim_file
 
+    note_credentials(results_path)
     try:
         claims = claim_file.read_all(claims_files) if claims_files else None
     except claim_file.ClaimFileError as error:

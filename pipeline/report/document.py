@@ -27,7 +27,7 @@ from pipeline.report import plots
 from pipeline.report.figures import Z_FLAG, Figures, make_replay
 from pipeline.report.reading import Loaded, ReportError, load
 from pipeline.report.render import document_blocks, to_html, to_markdown
-from pipeline.store import layout
+from pipeline.store import credentials, layout
 from pipeline.store.location import os_error_text
 
 REPORT_VERSION = "clocksweep-report/1"
@@ -62,6 +62,13 @@ class Report:
     finish_plots: object = None  # waits for the plots (`plots.Plotter.start`); None: none
 
 
+def shown_config(config: dict) -> dict:
+    """A run record's config as the report shows it: its output's credentials as *** (a
+    run.json written by an earlier clocksweep may hold them; one written now never does)."""
+    output = config.get("output") if isinstance(config, dict) else None
+    return {**config, "output": credentials.shown(output)} if isinstance(output, str) else config
+
+
 def provenance(loaded: Loaded) -> dict:
     run = loaded.run
     ranges = []
@@ -90,7 +97,7 @@ def provenance(loaded: Loaded) -> dict:
     return {
         "results": loaded.location.where,
         "record_mode": loaded.mode,
-        "config": run.config,
+        "config": shown_config(run.config),
         "config_hash": run.config_hash,
         "config_source": run.config_source,
         "seed": run.config.get("seed"),
@@ -205,7 +212,9 @@ def build(
     start_plots = (lambda document: plotter.start(_plot_jobs(document))) if plots_enabled else None
     made = compose(where, replay, workers, start_plots, laps, claims)
     if out is None and made.directory is None:
-        raise ReportError(f"{where}: the report is written locally; pass an output directory")
+        raise ReportError(
+            f"{made.loaded.location.where}: the report is written locally; pass an output directory"
+        )
     made.directory = out or made.directory
     write(made, out_named if out is not None else None)
     laps.lap("write")

@@ -90,7 +90,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
         problems, not_read = _not_read(results, committed, problems_found, entries)
         if not entries:
             raise ReportError(
-                f"{where}: no committed shard verifies, nothing to report"
+                f"{location.where}: no committed shard verifies, nothing to report"
                 + (f" ({problems[0]})" if problems else "")
             )
         strategies = summary.strategy_names(cells)
@@ -103,11 +103,11 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
         # The files changed under the report (a run started over there, or a disk failed).
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ReportError(
-            f"{where}: the results changed or failed while being read "
-            f"({first_line}); rerun the report once no run is writing there"
+            f"{location.where}: the results changed or failed while being read "
+            f"({location.scrubbed(first_line)}); rerun the report once no run is writing there"
         ) from None
     return Loaded(
-        where,
+        location.where,
         location,
         run,
         run.mode,
@@ -126,13 +126,13 @@ def _opened(where: str) -> validate.Results:
         results = validate.open_results(where)
     except layout.ResultsError as error:
         raise ReportError(str(error)) from None
-    mode = results.run.mode
+    mode, named = results.run.mode, results.location.where
     if mode not in ("deals", "summary"):
-        raise ReportError(f"{where}: run.json names no record mode this report reads ({mode!r})")
+        raise ReportError(f"{named}: run.json names no record mode this report reads ({mode!r})")
     if results.unusable:  # run.json or the whole manifest: nothing in it can be trusted
-        raise ReportError(f"{where}: {results.unusable}")
+        raise ReportError(f"{named}: {results.unusable}")
     if results.manifest_missing:
-        raise ReportError(f"{where}: no manifest.json, so no committed shard to read")
+        raise ReportError(f"{named}: no manifest.json, so no committed shard to read")
     return results
 
 

@@ -43,6 +43,7 @@ import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from pipeline.store import credentials
 from pipeline.store.entries import is_count
 from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError
 
@@ -65,18 +66,20 @@ def lease_seconds() -> float:
     return value
 
 
-def s3_client(where: str):
-    """A boto3 client for the S3 URI ``where``, from its query (``endpoint_override``,
-    ``scheme``, ``region``, keys) and otherwise the environment, as pyarrow reads them."""
+def s3_client(location):
+    """A boto3 client for the S3 location, from its URI's query (``endpoint_override``,
+    ``scheme``, ``region``) and userinfo (an access key and its secret), and otherwise the
+    environment, as pyarrow reads them."""
     try:
         import boto3
         from botocore.config import Config
     except ImportError:
         raise ResultsError(
-            f"output: {where}: one driver per S3 prefix is held by a lease, which needs boto3 "
-            "(install the extra: pip install -e '.[s3]' in clocksweep's checkout)"
+            f"output: {location.where}: one driver per S3 prefix is held by a lease, which "
+            "needs boto3 (install the extra: pip install -e '.[s3]' in clocksweep's checkout)"
         ) from None
-    query = {key: values[-1] for key, values in parse_qs(urlsplit(where).query).items()}
+    query = {key: values[-1] for key, values in parse_qs(urlsplit(location.given).query).items()}
+    key_id, secret = credentials.userinfo(location.given)
     renewal = lease_seconds() / 3
     endpoint = query.get("endpoint_override")
     if endpoint and "://" not in endpoint:
@@ -84,9 +87,8 @@ def s3_client(where: str):
     options = {
         "endpoint_url": endpoint,
         "region_name": query.get("region") or None,
-        "aws_access_key_id": query.get("access_key") or None,
-        "aws_secret_access_key": query.get("secret_key") or None,
-        "aws_session_token": query.get("session_token") or None,
+        "aws_access_key_id": key_id or None,
+        "aws_secret_access_key": secret or None,
         # A renewal slower than a third of the lease is overtaken by the next one: no call
         # waits longer, so that one the store never answers ends in time for the next.
         "config": Config(
@@ -234,7 +236,7 @@ class Lease:
         self.bucket, _, prefix = location.root.partition("/")
         self.key = f"{prefix}/{LOCK_FILE}" if prefix else LOCK_FILE
         self.seconds = lease_seconds()
-        self.client = s3_client(location.where)
+        self.client = s3_client(location)
         self.token = secrets.token_hex(8)
         self.etag: str | None = None
         self.renewed = 0.0  # time.monotonic() of the last write of ours that held
@@ -273,8 +275,9 @@ class Lease:
             cause = error
         code = _error_code(cause)
         input_error = code == "NoSuchBucket" or code in _REFUSED_CREDENTIALS
+        said = credentials.scrubbed(_cause(cause, self.bucket), self.location.given)
         raise (ResultsError if input_error else StoreError)(
-            f"output: {self.where}: cannot {verb} {LOCK_FILE}: {_cause(cause, self.bucket)}"
+            f"output: {self.where}: cannot {verb} {LOCK_FILE}: {said}"
         )
 
     def _put(self, expected=_refused, **condition) -> bool:

@@ -32,6 +32,7 @@ import json
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from pipeline.store import credentials
 from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError, group_of
 
 
@@ -57,7 +58,11 @@ class Location:
         return super().__new__(cls)
 
     def __init__(self, where: str, filesystem: pafs.FileSystem | None = None):
-        self.where = where
+        # What every line, log and record names it by: a URI's credentials shown as ***
+        # (`credentials.shown`). ``given``, credentials and all, is read only to open the
+        # store (here, the lease's client, a Ray worker's copy), never shown.
+        self.where = credentials.shown(where)
+        self.given = where
         self.fs, self.root = self._open(where, filesystem)
         self.root = self.root.rstrip("/") or "/"
         # What `lock` took (None before it is called), asked before every look
@@ -71,14 +76,22 @@ class Location:
         """The filesystem and the root path ``where`` names (``filesystem``: given)."""
         if filesystem is not None:  # a filesystem object given directly (tests: a mock store)
             return filesystem, where
+        if credentials.redacted_given(where):
+            raise ResultsError(
+                f"{self.where}: its credentials are {credentials.REDACTED}, as clocksweep shows "
+                f"them, not the real ones; give them in {credentials.environment_of(where)}, "
+                "or in the URI"
+            )
         try:
             return pafs.FileSystem.from_uri(where)
         except (pa.ArrowException, OSError, ValueError) as error:
-            raise ResultsError(f"{where}: cannot open: {error}") from None
+            said = credentials.scrubbed(str(error), where)  # pyarrow quotes the URI
+            raise ResultsError(f"{self.where}: cannot open: {said}") from None
 
     @property
     def address(self) -> str:
-        """What `validate` and `report` take to find this directory again."""
+        """What `validate` and `report` take to find this directory again (a URI's
+        credentials shown as ***: given again, or in the environment)."""
         raise NotImplementedError
 
     def child(self, name: str) -> Location:
@@ -176,6 +189,10 @@ class Location:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.where!r})"
+
+    def scrubbed(self, text: str) -> str:
+        """A message of the store's or pyarrow's about this directory, its credentials out."""
+        return credentials.scrubbed(text, self.given)
 
     def full(self, relative: str) -> str:
         return f"{self.root}/{relative}"

@@ -27,8 +27,9 @@ class ObjectStore(Location):
         return super()._open(where, filesystem)
 
     def __reduce__(self):
-        # Travels to Ray workers as its address, not a filesystem object.
-        return (Location, (self.where,))
+        # Travels to Ray workers as the URI given, credentials and all (they open the store
+        # with them), not a filesystem object.
+        return (Location, (self.given,))
 
     @property
     def address(self) -> str:
@@ -39,7 +40,7 @@ class ObjectStore(Location):
         if self.given_fs:
             inner = ObjectStore(f"{self.root}/{name}", self.fs)
         else:
-            base, mark, query = self.where.partition("?")
+            base, mark, query = self.given.partition("?")
             inner = ObjectStore(f"{base.rstrip('/')}/{name}{mark}{query}")
         inner.hold = self.hold
         return inner

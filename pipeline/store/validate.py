@@ -121,7 +121,7 @@ def first_look(where: str) -> Location:
 
 
 def unreachable(location: Location, error: OSError) -> StoreError:
-    return StoreError(f"{location.where}: cannot be read ({_first_line(error)})")
+    return StoreError(f"{location.where}: cannot be read ({location.scrubbed(_first_line(error))})")
 
 
 def _first_line(error: BaseException) -> str:

@@ -51,6 +51,7 @@ from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.inference import anytime, claim_file
 from pipeline.records import identity
+from pipeline.store import credentials
 from pipeline.sweep import stopping
 from pipeline.sweep.stopping import StopRule
 
@@ -168,7 +169,9 @@ class SweepConfig:
     deals: int
     shard_size: int
     record: str
-    output: str
+    # The output as given, credentials and all: read only where a run opens it (`output`
+    # is what everything else names it by).
+    output_given: str = field(repr=False)
     grid: dict[str, tuple[str, ...]]
     cells: tuple[Cell, ...]
     ray: dict = field(default_factory=dict)
@@ -179,6 +182,12 @@ class SweepConfig:
     # the lease's own time, `store.lease.lease_seconds`).
     lease_wait: float | None = None
     customs: tuple[rules.Custom, ...] = ()  # the grid's strategies of the user's, by name
+
+    @property
+    def output(self) -> str:
+        """The output as lines, logs and records name it: a URI's credentials shown as ***
+        (`credentials.shown`)."""
+        return credentials.shown(self.output_given)
 
     @property
     def max_retries(self) -> int:
@@ -367,7 +376,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         deals=deals,
         shard_size=shard_size,
         record=record,
-        output=output,
+        output_given=output,
         grid=grid,
         cells=cells,
         ray=ray,
@@ -601,11 +610,12 @@ def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
 
 def checked_output(output: str) -> str:
     """A local directory we could create, or a URI of a pyarrow.fs scheme."""
+    named = credentials.shown(output)
     if not output:
         raise ConfigError(f"output: empty; expected {TOP_KEYS['output'][1]}")
     if "\0" in output:
         raise ConfigError(
-            f"output: {output!r} holds a NUL character, which no path or URI "
+            f"output: {named!r} holds a NUL character, which no path or URI "
             f"can; expected {TOP_KEYS['output'][1]}"
         )
     scheme, sep, rest = output.partition("://")
@@ -616,21 +626,21 @@ def checked_output(output: str) -> str:
     if sep and scheme != "file":
         if not rest.split("?", 1)[0].strip("/"):
             raise ConfigError(
-                f"output: {output!r} names no bucket or path; expected {scheme}://BUCKET/PREFIX"
+                f"output: {named!r} names no bucket or path; expected {scheme}://BUCKET/PREFIX"
             )
         return output  # object stores are checked when the run opens them
     path = os.path.abspath(rest if sep else output)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError(
-            f"output: {output!r} exists and is not a directory; expected a directory path"
+            f"output: {named!r} exists and is not a directory; expected a directory path"
         )
     ancestor = path
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)
     if not os.path.isdir(ancestor):
-        raise ConfigError(f"output: {output!r} cannot be created: {ancestor!r} is not a directory")
+        raise ConfigError(f"output: {named!r} cannot be created: {ancestor!r} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"output: {output!r} cannot be written: no permission on {ancestor!r}")
+        raise ConfigError(f"output: {named!r} cannot be written: no permission on {ancestor!r}")
     return output
 
 

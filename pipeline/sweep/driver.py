@@ -136,7 +136,7 @@ class SweepRun:
         self.config, self.fresh, self.address, self.stream = config, fresh, address, stream
         self.task, self.executor = task, executor
         self.on_ray = executor is None and config.executor == "ray"
-        self.location = Location(config.output)
+        self.location = Location(config.output_given)
         self.shards = plan(config)
         self.outcome = Outcome(shards=self.shards.count)
         self.lock = self.state = self.progress = self.log = None

@@ -101,7 +101,7 @@ def read_state(
     except (OSError, pa.ArrowException) as error:  # e.g. an object store that refuses us
         raise layout.StoreError(
             f"output: {config.output}: cannot be read "
-            f"({(str(error).strip().splitlines() or [''])[0]})"
+            f"({location.scrubbed((str(error).strip().splitlines() or [''])[0])})"
         ) from None
     for part in parts:
         if part.found.blocking:

@@ -26,7 +26,9 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
+from urllib.parse import quote
 
 import faults
 import polars as pl
@@ -96,13 +98,19 @@ class Store:
             "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
             "AWS_DEFAULT_REGION": REGION,
         }
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=url,
-            region_name=REGION,
-            aws_access_key_id=key["AccessKeyId"],
-            aws_secret_access_key=key["SecretAccessKey"],
-        )
+        as_sweeper = {
+            "endpoint_url": url,
+            "region_name": REGION,
+            "aws_access_key_id": key["AccessKeyId"],
+            "aws_secret_access_key": key["SecretAccessKey"],
+        }
+        self.client = boto3.client("s3", **as_sweeper)
+        self.iam = boto3.client("iam", **as_sweeper)  # to make more keys of the user
+
+    def new_key(self) -> tuple[str, str]:
+        """Another access key of the user (its id, its secret), unlike any other."""
+        key = self.iam.create_access_key(UserName="sweeper")["AccessKey"]
+        return key["AccessKeyId"], key["SecretAccessKey"]
 
     def uri(self, prefix: str, bucket: str = BUCKET) -> str:
         return f"s3://{bucket}/{prefix}?endpoint_override={self.endpoint}&scheme=http"
@@ -560,6 +568,79 @@ def test_an_endpoint_that_refuses(config_file, monkeypatch):
     uri = f"s3://{BUCKET}/p?endpoint_override=127.0.0.1:{free_port()}&scheme=http"
     line = one_error_line(sweep(config_file, uri), status=1)  # the store's failure, not input
     assert uri in line and "cannot reach" in line
+
+
+# --- Credentials in the URI ----------------------------------------------------------------
+
+# Small, and on threads: what is looked at is every line and file, not how the sweep is played.
+CREDENTIALS_CONFIG = """
+name = "creds"
+seed = 7
+deals = 2000
+shard_size = 1000
+[grid]
+variant = ["standard"]
+strategy = ["most"]
+[run]
+executor = "threads"
+"""
+
+
+def test_credentials_in_the_uri_are_used_and_never_shown_or_stored(s3, tmp_path, monkeypatch):
+    """A key of the store's user in the URI's userinfo, with none in the environment, so that
+    the run, validate and report connect with the URI's own; and a token in its query. Neither
+    is in any line of a dry run, a run, a validate (also with an unexpected query parameter,
+    and against a dead endpoint) or a report, nor in any file they write, on the store or here;
+    the URI shown in their place (its credentials ***) is refused in one line, not tried."""
+    key_id, secret = s3.new_key()
+    token = "PLANTEDSESSIONTOKEN0123456789"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CLOCKSWEEP_CONNECT_SECONDS", "5")
+    userinfo = f"{quote(key_id, safe='')}:{quote(secret, safe='')}@"
+    uri = s3.uri("creds").replace("s3://", f"s3://{userinfo}", 1)
+    dead = uri.replace(s3.endpoint, f"127.0.0.1:{free_port()}")
+    config = tmp_path / "creds.toml"
+    config.write_text(CREDENTIALS_CONFIG)
+    said = []
+
+    def command(*args, status: int = 0, own_process: bool = False):
+        # A store that never answers ends the process at its deadline: that one runs apart.
+        if own_process:
+            done = subprocess.run(
+                faults.driver_command("none", *map(str, args)),
+                env=faults.driver_env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            stdout, stderr, code = done.stdout, done.stderr, done.returncode
+        else:
+            result = run(*args)
+            stdout, stderr, code = result.stdout, result.stderr, result.exit_code
+        said.append(stdout + stderr)
+        assert code == status, stdout + stderr
+        assert "Traceback" not in stdout + stderr, stderr
+        return stdout, stderr
+
+    command("run", config, f"--set=output={uri}", "--dry-run")
+    shown = command("run", config, f"--set=output={uri}", "--verbose")[0].strip()
+    assert "2/2 shards" in said[-1] and shown.startswith("s3://***:***@sweeps/creds?")
+    assert "6/6" not in command("validate", uri)[0]
+    command("report", uri, "--out", tmp_path / "report", "--no-plots")
+    command("report", uri, "--out", tmp_path / "again", "--no-plots", "--json")
+    command("validate", f"{uri}&session_token={token}", status=2)
+    command("validate", dead, status=1, own_process=True)
+    command("run", config, f"--set=output={dead}", status=1, own_process=True)
+    refused = command("validate", shown, status=2)[1]
+    assert "***" in refused and "AWS_ACCESS_KEY_ID" in refused
+
+    written = [s3.read(key) for key in s3.keys("creds/")]
+    written += [path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()]
+    assert len(written) > 10 and (tmp_path / "report" / "report.html").exists()
+    texts = said + [data.decode("utf-8", "replace") for data in written]
+    for planted in {key_id, secret, quote(secret, safe=""), token}:
+        assert not [text for text in texts if planted in text], planted
 
 
 # --- A stop rule on the store -------------------------------------------------------------
