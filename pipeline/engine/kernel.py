@@ -39,7 +39,7 @@ import numba as nb
 import numpy as np
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
-from pipeline.engine import custom, deals, rules
+from pipeline.engine import bounded, custom, deals, rules
 from pipeline.engine.record import NO_COUNT, NO_PILE, Tallies
 from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
@@ -840,6 +840,7 @@ def play(
     cells: list[Cell],
     into: np.ndarray | None = None,
     tallies: Tallies | None = None,
+    strategy_seconds: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Play deals ``first`` .. ``first + count - 1`` under each cell: result arrays by field.
 
@@ -851,6 +852,9 @@ def play(
     With ``tallies``, the records are added to them (`record.Tallies`) and only ``won`` is
     given (``into`` then 1 x cells x count): what a summary sweep keeps of a batch, without
     writing its rows and reading them back.
+
+    With ``strategy_seconds``, a call that plays a strategy of the user's ends within that
+    bound or raises `bounded.StrategyTimeout` (`bounded`).
     """
     deals.check_u64("seed", seed)
     deals.check_u64("deal", first)
@@ -865,25 +869,26 @@ def play(
     out = results_array((fields, len(cells), count), into, filled=tallies is None)
     errors = np.full(5, -1, dtype=np.int64)
     customs, reads = user_functions(mine)
+    arguments = (np.uint64(seed), np.uint64(first), count, codes, TABLES, out, tallies)
+    arguments += (customs, reads, errors)
     try:
-        play_cells(
-            np.uint64(seed),
-            np.uint64(first),
-            count,
-            codes,
-            TABLES,
-            out,
-            tallies,
-            customs,
-            reads,
-            errors,
-        )
+        returned = True
+        if customs is None or strategy_seconds is None:
+            play_cells(*arguments)
+        else:  # compiled (or read from numba's cache) first: the bound is the strategy's
+            play_cells(*arguments[:2], 0, *arguments[3:])
+            returned = bounded.within(strategy_seconds, play_cells, arguments)
     except Exception:  # a strategy of the user's raised (the deal it was called for is known)
         if errors[3] < 0:
             raise
         raise strategy_failure(
             seed, first + int(errors[3]), mine[errors[4]], cells, custom.RAISED
         ) from None
+    if not returned:  # the deal and strategy it was called for are known (`errors[3:5]`)
+        called = int(errors[3]) >= 0
+        deal = f"deal {first + int(errors[3])}" if called else f"the deals from {first}"
+        names = [mine[int(errors[4])].name] if called else [strategy.name for strategy in mine]
+        raise bounded.overdue(" or ".join(map(repr, names)), deal, strategy_seconds)
     if errors[0] >= 0:
         raise strategy_failure(seed, first + int(errors[0]), mine[errors[1]], cells, int(errors[2]))
     return dict(zip(RESULT_ROWS, out))

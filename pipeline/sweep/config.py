@@ -21,6 +21,8 @@ A config names a sweep and says which deals to play under which rules:
     executor = "ray"              # "ray" (default) or "threads": this process's threads, no Ray
     lease_wait = 30               # seconds to wait for an S3 output another run holds to be
                                   # free (default: the lease's time; 0: refuse at once)
+    strategy_seconds = 60         # how long a strategy of your own may take on one batch of
+                                  # deals before the run stops, naming it (default 60)
 
     [ray]                         # optional
     address = "127.0.0.1:6379"    # an existing cluster (default: a local instance)
@@ -65,6 +67,11 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_SHARD_SIZE = 1_000_000
 DEFAULT_MAX_RETRIES = 3
 MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistake
+# A batch of a strategy of the user's takes well under a second (ROWS_PER_BATCH rows), so a
+# minute is a strategy that will not return (a loop numba cannot see is endless), not one
+# that is slow; an hour is the most a config may allow.
+DEFAULT_STRATEGY_SECONDS = 60.0
+MAX_STRATEGY_SECONDS = 3_600.0
 
 # The grid's axes: the rules' own tuples of names, and what an absent axis means.
 GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_DEFAULTS.items()}
@@ -130,6 +137,12 @@ TABLE_KEYS = {
             f"seconds to wait for an S3 output held by another run's lease to be free, from 0 "
             f"(refuse at once) to {MAX_LEASE_WAIT:.0f}",
         ),
+        "strategy_seconds": (
+            FLOAT,
+            "seconds a strategy of your own may take on one batch of deals (it is called on "
+            f"each deal's rescue) before the run stops, from 1 to {MAX_STRATEGY_SECONDS:.0f}; "
+            f"default {DEFAULT_STRATEGY_SECONDS:.0f}",
+        ),
     },
 }
 REQUIRED = ("name", "seed", "deals")
@@ -181,6 +194,7 @@ class SweepConfig:
     # Seconds a run waits for its S3 output's lease, held by another run, to lapse (None:
     # the lease's own time, `store.lease.lease_seconds`).
     lease_wait: float | None = None
+    strategy_seconds: float | None = None  # None: DEFAULT_STRATEGY_SECONDS
     customs: tuple[rules.Custom, ...] = ()  # the grid's strategies of the user's, by name
 
     @property
@@ -188,6 +202,11 @@ class SweepConfig:
         """The output as lines, logs and records name it: a URI's credentials shown as ***
         (`credentials.shown`)."""
         return credentials.shown(self.output_given)
+
+    @property
+    def strategy_bound(self) -> float:
+        """Seconds a strategy of the user's may take on one batch (``[run] strategy_seconds``)."""
+        return self.strategy_seconds or DEFAULT_STRATEGY_SECONDS
 
     @property
     def max_retries(self) -> int:
@@ -231,6 +250,8 @@ class SweepConfig:
             options["executor"] = self.executor
         if self.lease_wait is not None:
             options["lease_wait"] = self.lease_wait
+        if self.strategy_seconds is not None:
+            options["strategy_seconds"] = self.strategy_seconds
         return options
 
     def identity(self) -> dict:
@@ -369,6 +390,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     ray.update(checked_ray_counts(ray_raw))
     executor = checked_executor(raw.get("run", {}))
     lease_wait = checked_lease_wait(raw.get("run", {}))
+    strategy_seconds = checked_strategy_seconds(raw.get("run", {}))
     return SweepConfig(
         name=name,
         seed=seed,
@@ -384,6 +406,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         stop=stop,
         executor=executor,
         lease_wait=lease_wait,
+        strategy_seconds=strategy_seconds,
         customs=customs,
     )
 
@@ -463,6 +486,14 @@ def checked_lease_wait(run_raw: dict) -> float | None:
     if "lease_wait" not in run_raw:
         return None
     return checked_float(run_raw, "lease_wait", 0, MAX_LEASE_WAIT, "run.lease_wait", closed=True)
+
+
+def checked_strategy_seconds(run_raw: dict) -> float | None:
+    if "strategy_seconds" not in run_raw:
+        return None
+    return checked_float(
+        run_raw, "strategy_seconds", 1, MAX_STRATEGY_SECONDS, "run.strategy_seconds", closed=True
+    )
 
 
 def checked_float(raw, key, low, high, key_name, closed: bool = False) -> float:

@@ -42,7 +42,7 @@ from pipeline.sweep.progress import Progress
 from pipeline.sweep.run_record import RunLog, now, start_run_record
 from pipeline.sweep.schedule import SPLIT_TAIL_ENV, Scheduler, split_tail_enabled
 from pipeline.sweep.signals import HANDLER as SIGNALS
-from pipeline.sweep.signals import raise_if_stopped, stopped_by_signals
+from pipeline.sweep.signals import leave_strategy_threads, raise_if_stopped, stopped_by_signals
 from pipeline.sweep.state import read_state
 from pipeline.sweep.task import play_shard, write_shard
 from pipeline.sweep.watchdog import Watchdog
@@ -129,6 +129,34 @@ def run(
     return sweep.run(clock)
 
 
+# Deals each strategy of the user's is tried on before anything is written: dozens of its
+# calls, on the sweep's own deals, in well under a second.
+TRIED_DEALS = 64
+
+
+def try_strategies(config: SweepConfig) -> None:
+    """Each strategy of the user's played on the sweep's first deals under its bound, before
+    anything is written: one that does not return in time, or breaks the rules, stops the
+    run here, in one line (`rules.StrategyError`), not in its first shard."""
+    from pipeline.engine import bounded, kernel
+
+    first_cells = {cell.custom: cell for cell in reversed(config.cells) if cell.custom}
+    for cell in reversed(first_cells.values()):
+        try:
+            kernel.play(
+                config.seed,
+                config.first,
+                min(TRIED_DEALS, config.deals),
+                [cell],
+                None,
+                None,
+                config.strategy_bound,
+            )
+        except bounded.StrategyTimeout:
+            leave_strategy_threads()
+            raise
+
+
 class SweepRun:
     """One run of a sweep, from the lock to its outcome: what its steps share."""
 
@@ -149,6 +177,7 @@ class SweepRun:
         self.verbose = False
 
     def run(self, clock: float) -> Outcome:
+        try_strategies(self.config)
         self.lock = take_output(self.location, self.config, self.stream)
         interrupted = None
         try:

@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from pipeline.engine import rules
+from pipeline.engine import bounded, rules
 from pipeline.store import layout
 from pipeline.store.entries import ShardEntry
 from pipeline.store.location import is_disk_full
@@ -41,7 +41,7 @@ from pipeline.sweep.jobs import (
     wins_table_of,
 )
 from pipeline.sweep.progress import PROGRESS_INTERVAL, Progress
-from pipeline.sweep.signals import raise_if_stopped
+from pipeline.sweep.signals import leave_strategy_threads, raise_if_stopped
 from pipeline.sweep.task import (
     SPLIT_BYTES_MAX,
     PlayedGroup,
@@ -373,6 +373,12 @@ class Scheduler:
         broke the rules (it would on every attempt), stops the run; else it failed."""
         cause = getattr(error, "cause", None)
         failure = cause if isinstance(cause, BaseException) else error
+        if isinstance(failure, bounded.StrategyTimeout):
+            shard = unit.shard
+            leave_strategy_threads()
+            raise bounded.StrategyTimeout(
+                f"shard {shard.index} (deals {shard.first}-{shard.last}): {failure}"
+            ) from None
         if isinstance(failure, rules.StrategyError):
             self.progress.log(f"shard {unit.shard.index}: {failure}; the run stops")
             raise rules.StrategyError(str(failure)) from None

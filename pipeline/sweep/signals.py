@@ -189,6 +189,15 @@ def leave_threads(what: str) -> None:
     THREADS_LEFT.append(what)
 
 
+def leave_strategy_threads() -> None:
+    """Note the threads of strategies that did not return in this process (`bounded.LEFT`),
+    if any: nothing stops them but the process's end."""
+    from pipeline.engine import bounded
+
+    if bounded.LEFT:
+        leave_threads(f"{len(bounded.LEFT)} thread(s) of a strategy that did not return")
+
+
 def end_if_threads_left(code: int | str | None) -> None:
     """Exit at once with ``code`` (as `sys.exit` takes it) if threads were left running;
     whatever was to be said has been."""

@@ -14,9 +14,11 @@ so a shard's files are the same bytes however it was cut.
 from __future__ import annotations
 
 import copy
+import os
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,6 +40,9 @@ from pipeline.store.plan import Shard
 # `benchmarks/sweep_bench.py` measures a sweep's split of time.
 ROWS_PER_BATCH = {"deals": 500_000, "summary": 250_000}
 MIN_SUMMARY_DEALS = 30_000
+# Seconds a Ray worker whose strategy did not return lives on after its task raised: the
+# error is on its way to the driver within them (`worker_ended_if_overdue`).
+WORKER_EXIT_SECONDS = 3.0
 
 
 def deals_per_batch(count: int, n_cells: int, multiple: int = 1, record: str = "deals") -> int:
@@ -108,11 +113,30 @@ class ShardJob:
     # The comparisons to tally, over the cells of ``earlier`` and then ``cells``.
     tally_pairs: tuple[tuple[int, int], ...] | None = None
     earlier: tuple[PlayedGroup, ...] = ()  # the groups before this one, whose wins it reads
+    # The bound on a batch of a strategy of the user's (`bounded`); None: unbounded.
+    strategy_seconds: float | None = None
 
 
 def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
     """The Ray task: `write_shard`'s manifest entry, with the node that played the shard."""
-    return on_this_node(write_shard(job, after_batch))
+    with worker_ended_if_overdue():
+        return on_this_node(write_shard(job, after_batch))
+
+
+@contextmanager
+def worker_ended_if_overdue():
+    """A Ray task in which a strategy did not return: its worker process ends itself a few
+    seconds after the task has raised (time for Ray to take the error to the driver), since
+    the strategy's thread can be ended with nothing less (`bounded`)."""
+    from pipeline.engine import bounded
+
+    try:
+        yield
+    except bounded.StrategyTimeout:
+        timer = threading.Timer(WORKER_EXIT_SECONDS, os._exit, (1,))
+        timer.daemon = True
+        timer.start()
+        raise
 
 
 def on_this_node(entry: ShardEntry) -> ShardEntry:
@@ -243,7 +267,7 @@ def play_batches(
         began = time.perf_counter()
         into = scratch if count == step else None
         tallies = counts.kernel_tallies() if counts is not None else None
-        results = kernel.play(job.seed, first, count, cells, into, tallies)
+        results = kernel_batch(job, first, count, into, tallies)
         played.kernel_seconds += time.perf_counter() - began
         won = results["won"]
         if earlier_won is not None:
@@ -276,6 +300,20 @@ def play_batches(
 
 
 _held = threading.local()
+
+
+def kernel_batch(job: ShardJob, first: int, count: int, into, tallies) -> dict:
+    """One batch of the shard played by the kernel (`kernel.play`), a strategy of the user's
+    under the job's bound."""
+    from pipeline.engine import bounded, kernel
+
+    try:
+        return kernel.play(
+            job.seed, first, count, list(job.cells), into, tallies, job.strategy_seconds
+        )
+    except bounded.StrategyTimeout:
+        _held.results = None  # the strategy's thread still writes into it: not to be reused
+        raise
 
 
 def results_array(shape: tuple[int, ...]) -> np.ndarray:
@@ -351,7 +389,8 @@ def written(job: ShardJob, play) -> ShardEntry:
 def play_piece(job: ShardJob, batches: tuple[int, int]) -> Played:
     """A Ray task: one piece of a shard split across tasks (the end of a sweep, where a
     shard played whole would keep one worker busy while the others idle)."""
-    return play_batches(job, batches)
+    with worker_ended_if_overdue():
+        return play_batches(job, batches)
 
 
 def assemble_shard(job: ShardJob, *pieces: Played) -> ShardEntry:
