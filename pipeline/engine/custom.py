@@ -327,9 +327,7 @@ def enumerate_counts(leading, suits, rand_values, rand_weights, choose, totals, 
         down[q + 1] = down[q] + counts[q]
     while True:
         if down[ranks] > 0:
-            # Over rand's values: the chosen pile's count, and whether it is one.
-            chosen_sum = 0
-            single_sum = 0
+            # Over rand's values: the vector's weight, by the size of the pile chosen.
             for i in range(rand_values.shape[0]):
                 for q in range(ranks):
                     shown[q] = counts[q]  # afresh for each call, whatever the last one did
@@ -337,11 +335,7 @@ def enumerate_counts(leading, suits, rand_values, rand_weights, choose, totals, 
                 CALL
                 if hour < 1 or hour > ranks or counts[max(0, min(hour, ranks) - 1)] == 0:
                     return hour, rand
-                chosen = counts[hour - 1]
-                chosen_sum += rand_weights[i] * chosen
-                single_sum += rand_weights[i] * (chosen == 1)
-            totals[0, down[ranks]] += weight[ranks] * chosen_sum
-            totals[1, down[ranks]] += weight[ranks] * single_sum
+                totals[counts[hour - 1] - 1, down[ranks]] += weight[ranks] * rand_weights[i]
         # The next vector, the last pile counting fastest; the leading piles stay fixed.
         q = ranks - 1
         while q >= fixed and counts[q] == suits:
@@ -397,13 +391,14 @@ def rand_law(strategy: Custom) -> tuple[np.ndarray, np.ndarray]:
 def count_totals(
     strategy: Custom, ranks: int, suits: int, started=None
 ) -> tuple[tuple[int, ...], ...]:
-    """For each U: the sum over vectors of face-down counts d (ranks hour piles, each 0..suits)
-    with sum U of prod C(suits, d_q) * E[d_p] * RAND_GRID, and of ... * P(d_p = 1) *
-    RAND_GRID, p the pile the strategy picks (its expectation over `rand`, where it reads
-    it). The parts (the first piles fixed) are shared by as many threads as the machine has
-    cores; ``started(seconds)``, if given, is told how long the whole should take, from the
-    time of the first part. StrategyError if the strategy names no pile holding cards for
-    one of them (the first found), or raises."""
+    """For each size k = 1..suits (row k - 1) and each U: the sum over vectors of face-down
+    counts d (ranks hour piles, each 0..suits) with sum U of prod C(suits, d_q) *
+    P(d_p = k) * RAND_GRID, p the pile the strategy picks (P over `rand`, where it reads it;
+    `exact_cache.consistent` checks what this makes them). The parts (the first piles
+    fixed) are shared by as many threads as the machine has cores; ``started(seconds)``, if
+    given, is told how long the whole should take, from the time of the first part.
+    StrategyError if the strategy names no pile holding cards for one of them (the first
+    found), or raises."""
     import time
     from concurrent.futures import ThreadPoolExecutor
     from itertools import product
@@ -418,7 +413,7 @@ def count_totals(
     ]
 
     def part(first):
-        totals = np.zeros((2, ranks * suits + 1), dtype=np.int64)
+        totals = np.zeros((suits, ranks * suits + 1), dtype=np.int64)
         counts = np.zeros(ranks, dtype=np.int64)
         arguments = (first, suits, values, weights, choose, totals, counts)
         try:
@@ -441,7 +436,7 @@ def count_totals(
         if wrong is not None:
             raise _wrong_answer(strategy, *wrong)
     totals = sum(totals for totals, _ in parts)
-    return tuple(int(t) for t in totals[0]), tuple(int(t) for t in totals[1])
+    return tuple(tuple(int(t) for t in row) for row in totals)
 
 
 def _wrong_answer(strategy: Custom, hour: int, rand: float, counts: np.ndarray):

@@ -335,14 +335,29 @@ def rescue_win_given_down(
 # from the count vector d alone, so the sum above runs over every vector d with its weight
 # prod C(suits, d_q): 5**12 vectors, each played by the strategy compiled (`custom.count_totals`,
 # a second or so; 46 times as many calls, a minute or more, for one that reads `rand`, once
-# for each of its values, weighted by its law). Kept on disk once done (`exact_cache`).
+# for each of its values, weighted by its law). Kept on disk once done (`exact_cache`). The
+# enumeration sums the weight by the size k of the pile chosen; a rescue at the bottom wins
+# with chance d_p / U, at the top [d_p = 1] / U: so the sums of k times those, and of k = 1.
 
 
 @cache
 def _custom_totals(strategy: rules.Custom, ranks: int, suits: int) -> tuple[tuple[int, ...], ...]:
     from pipeline.engine import exact_cache
 
-    return exact_cache.count_totals(strategy, ranks, suits)
+    by_size = exact_cache.count_totals(strategy, ranks, suits)
+    bottom = tuple(sum(k * total for k, total in enumerate(column, 1)) for column in zip(*by_size))
+    return bottom, by_size[0]
+
+
+def custom_recomputed_of(cell: Cell) -> str | None:
+    """Why the exact value of ``cell``, a counts-only strategy of the user's, was enumerated
+    again in this process: the copy of its totals kept on disk was not trusted
+    (`exact_cache.recomputed`). None if it was not, or for any other cell."""
+    if cell.custom is None or not cell.custom.counts_only:
+        return None
+    from pipeline.engine import exact_cache
+
+    return exact_cache.recomputed(cell.custom, HOUR_RANKS, SUITS)
 
 
 def custom_rescue_win_given_down(

@@ -293,6 +293,12 @@ def notes(loaded: Loaded, figures: Figures) -> list[str]:
         )
     if figures.replay is None and figures.replay_note:
         out.append(figures.replay_note)
+    recomputed = {f.cell.strategy: f.recomputed for f in figures.cells.values() if f.recomputed}
+    for strategy, why in recomputed.items():
+        out.append(
+            f"The exact value of {strategy} was recomputed: the copy of its totals kept in the "
+            f"cache was not trusted ({why}), so every count vector was played again."
+        )
     return out
 
 

@@ -44,6 +44,7 @@ class CellFigure:
     high: float
     exact: odds.Fraction | None = None
     z: float | None = None
+    recomputed: str | None = None  # why its exact value was enumerated again, if it was
 
     @property
     def rate(self) -> float:
@@ -65,6 +66,7 @@ class CellFigure:
             "ci_high": self.high,
             "exact": odds.fraction_text(exact) if exact is not None else None,
             "exact_value": float(exact) if exact is not None else None,
+            "exact_recomputed": self.recomputed,
             "difference": self.rate - float(exact) if exact is not None else None,
             "z": self.z,
             "flag": bool(self.z is not None and abs(self.z) > Z_FLAG),
@@ -125,7 +127,8 @@ class Figures:
             low, high = stats.wilson(wins, n)
             exact = exact_win_of(cell)
             z = stats.z_against(wins, n, float(exact)) if exact is not None and n else None
-            cells[cell] = CellFigure(cell, n, wins, low, high, exact, z)
+            recomputed = odds.custom_recomputed_of(cell) if exact is not None else None
+            cells[cell] = CellFigure(cell, n, wins, low, high, exact, z, recomputed)
         self.cells: dict[Cell, CellFigure] = dict(
             sorted(cells.items(), key=lambda item: order.get(item[0], len(order)))
         )
@@ -317,6 +320,7 @@ class Figures:
                 "ci_high": high,
                 "exact": None if figure.exact is None else odds.fraction_text(figure.exact),
                 "exact_value": None if figure.exact is None else float(figure.exact),
+                "exact_recomputed": figure.recomputed,
                 "z": figure.z,
                 "bound": bound_name,
                 "bound_exact": odds.fraction_text(bound),
@@ -565,7 +569,9 @@ def own_strategy_line(record: dict) -> str:
     """A strategy of the user's against what it can reach, in a sentence."""
     reads = "reads the face-up bottoms" if "bottoms" in record["sees"] else "does not peek"
     exact = (
-        f"; exact {claim_rules.pct(record['exact_value'])}, z {record['z']:+.2f}"
+        f"; exact {claim_rules.pct(record['exact_value'])}"
+        + (" (recomputed)" if record["exact_recomputed"] else "")
+        + f", z {record['z']:+.2f}"
         if record["exact"]
         else ""
     )

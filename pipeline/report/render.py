@@ -214,7 +214,7 @@ def _win_rates_blocks(doc: dict, image: dict) -> list[tuple]:
                     fmt(c["wins"]),
                     fmt(c["win_rate"], "pct"),
                     f"{fmt(c['ci_low'], 'pct')} - {fmt(c['ci_high'], 'pct')}",
-                    (f"{c['exact']} = {fmt(c['exact_value'], 'pct')}" if c["exact"] else ""),
+                    _exact_text(c),
                     fmt(c["difference"], "pts"),
                     fmt(c["z"]),
                     "|z|>4" if c["flag"] else "",
@@ -224,6 +224,15 @@ def _win_rates_blocks(doc: dict, image: dict) -> list[tuple]:
         )
     )
     return blocks
+
+
+def _exact_text(cell: dict) -> str:
+    """A cell's exact value in the table, marked where it was enumerated again (the notes
+    say why)."""
+    if not cell["exact"]:
+        return ""
+    recomputed = " (recomputed)" if cell["exact_recomputed"] else ""
+    return f"{cell['exact']} = {fmt(cell['exact_value'], 'pct')}{recomputed}"
 
 
 def _comparisons_blocks(doc: dict, image: dict) -> list[tuple]:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import forge_exact_total
 
 from pipeline.engine import custom, exact_cache, odds, rules
 
@@ -72,7 +73,7 @@ def test_a_damaged_file_is_never_trusted_but_enumerated_again(kept_in, capsys):
         capsys.readouterr()
         assert exact_cache.count_totals(strategy, *DECK) == totals, spoiled[:40]
         said = capsys.readouterr().err
-        assert "enumerating" in said and "(the copy kept there was damaged)" in said
+        assert "enumerating" in said and "(the copy kept there was damaged: " in said
         assert path.read_text() == good  # replaced whole
     assert [p.name for p in kept_in.iterdir()] == [path.name]  # no temporary file left
 
@@ -119,3 +120,22 @@ def test_a_strategy_that_raises_on_some_counts_has_no_exact_value(kept_in):
     with pytest.raises(rules.StrategyError, match=r"raised ValueError: three cards at one o'clock"):
         exact_cache.count_totals(raises, 3, 3)
     assert not kept_in.exists() or not any(kept_in.iterdir())  # nothing kept
+
+
+def test_a_forged_total_with_its_checksum_made_again_is_enumerated_again(kept_in, capsys):
+    """Issue 45: the checksum is an unkeyed sha256 that anyone who edits the totals can make
+    again, so the totals are checked against what the enumeration makes them
+    (`exact_cache.consistent`); a forged file is not trusted but enumerated again, replaced,
+    and the process can say so (`exact_cache.recomputed`)."""
+    strategy = custom.read("more_strategies.py:second_most", str(HERE))
+    totals = exact_cache.count_totals(strategy, *DECK)
+    path = exact_cache.path_of(strategy, *DECK)
+    good = path.read_text()
+    forge_exact_total(path)
+    capsys.readouterr()
+    assert exact_cache.count_totals(strategy, *DECK) == totals
+    said = capsys.readouterr().err
+    assert "enumerating" in said and "(the copy kept there was damaged: " in said, said
+    assert path.read_text() == good
+    why = exact_cache.recomputed(strategy, *DECK)
+    assert why is not None and why in said

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers import clocksweep, config_file
+from helpers import clocksweep, config_file, forge_exact_total
 from rows import kernel_rows, read_rows
 from test_grow_cells import report_tables, same_tables
 
 import pipeline.api as clocksweep_api
+from pipeline.engine import custom, exact_cache, odds
 from pipeline.sweep.driver import TRIED_DEALS
 
 ENGINE_TESTS = Path(__file__).resolve().parents[1] / "engine"
@@ -209,3 +210,32 @@ def test_a_changed_helper_in_another_file_is_refused_like_a_changed_body(tmp_pat
         (line,) = again.stderr.strip().splitlines()
         assert "is not the function the sweep" in line and "other files" in line, line
         assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_forged_exact_total_gives_the_report_the_true_value_and_a_note(tmp_path):
+    """Issue 45: a kept file of exact totals edited and its checksum made again gave the
+    report a wrong exact value and z, with no warning. Its totals are checked against what
+    the enumeration makes them: enumerated again, the report has the true value, and says
+    beside it that it was recomputed, and why."""
+    path, out = write(tmp_path, "summary", '"most", "more_strategies.py:second_most"')
+    assert clocksweep("run", path).exit_code == 0
+    strategy = custom.read("more_strategies.py:second_most", str(tmp_path))
+    totals = exact_cache.count_totals(strategy, odds.HOUR_RANKS, odds.SUITS)  # kept
+    true = odds.fraction_text(odds.custom_rescue_win(strategy))  # one_swap's: at the bottom
+    forge_exact_total(exact_cache.path_of(strategy, odds.HOUR_RANKS, odds.SUITS))
+    report = fresh_process(tmp_path, "report", str(out), "--no-plots", "--replay", "0")
+    assert report.returncode == 0, report.stderr
+    document = json.loads((out / "report" / "report.json").read_text())
+    cells = {(c["variant"], c["strategy"]): c for c in document["cells"]}
+    mine = cells[("one_swap", "second_most")]
+    assert mine["exact"] == true
+    assert "(the copy kept there was damaged: " in report.stderr
+    assert mine["exact_recomputed"] and mine["exact_recomputed"] in report.stderr
+    assert cells[("one_swap", "most")]["exact_recomputed"] is None
+    [own] = document["own_strategies"]
+    assert "(recomputed)" in own["line"]
+    [note] = [n for n in document["notes"] if "second_most" in n]
+    assert mine["exact_recomputed"] in note
+    for page in ("report.md", "report.html"):
+        assert "(recomputed)" in (out / "report" / page).read_text()
+    assert exact_cache.count_totals(strategy, odds.HOUR_RANKS, odds.SUITS) == totals  # replaced
