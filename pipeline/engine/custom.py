@@ -272,12 +272,29 @@ def compiled(custom: Custom):
         returns = from_python.nopython_signatures[0].return_type
         if not isinstance(returns, numba.types.Integer):
             raise CustomError(
-                f"strategy: {custom.spec or custom.name!r}: {custom.name} returns {returns}; "
-                f"expected an hour, an integer 1..{N_HOURS}"
+                f"strategy: {custom.spec or custom.name!r}: {custom.name} "
+                f"{_what_it_returns(custom, returns)}; expected an hour, an integer 1..{N_HOURS}"
             )
         wrapper = _wrapper(from_python, custom.sees)
         _compiled[custom] = wrapper
         return wrapper
+
+
+def _what_it_returns(custom: Custom, returns) -> str:
+    """What a strategy returns that is not an integer, in words: numba types a function
+    that never returns a value as returning none, which reads as a bug of the reader's for
+    one that only raises or has no return."""
+    import ast
+
+    if str(returns) == "none":
+        tree = ast.parse(custom.source)
+        body = [node for node in ast.walk(tree) if getattr(node, "name", None) == custom.name]
+        nodes = [inner for node in body[:1] for inner in ast.walk(node)]
+        if not any(isinstance(node, ast.Return) and node.value is not None for node in nodes):
+            if any(isinstance(node, ast.Raise) for node in nodes):
+                return "only raises, never returning a value"
+            return "returns no value (it has no return of one)"
+    return f"returns {returns}"
 
 
 def _numba_reason(error: Exception) -> str:

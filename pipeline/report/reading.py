@@ -61,6 +61,7 @@ class Loaded:
     tables: dict[str, pl.DataFrame]
     head_won: dict[Cell, tuple[int, np.ndarray]] = field(default_factory=dict)
     not_read: int = 0  # shards of the results not read, whatever `problems` say of them
+    in_progress: str | None = None  # a run writing there now, and what it has not committed
 
 
 def run_cells(run: RunRecord) -> list[Cell]:
@@ -87,7 +88,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     try:
         problems_found, results_read = reader.read(committed)
         entries = [e for e, problem in zip(committed, problems_found) if not problem]
-        problems, not_read = _not_read(results, committed, problems_found, entries)
+        problems, not_read, in_progress = _not_read(results, committed, problems_found, entries)
         if not entries:
             raise ReportError(
                 f"{location.where}: no committed shard verifies, nothing to report"
@@ -117,6 +118,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
         tables,
         head_won,
         not_read=not_read,
+        in_progress=in_progress,
     )
 
 
@@ -175,11 +177,12 @@ class _ShardReader:
         ]
 
 
-def _not_read(results: validate.Results, committed, found, entries) -> tuple[list[str], int]:
+def _not_read(results: validate.Results, committed, found, entries):
     """What the report names of the results (``found``: the problem, if any, of each shard
-    in ``committed`` as it was verified), and how many shards of the results it does not
-    read (those of ``entries`` it does), whatever kept them out: a damaged entry, page or
-    file, a cell group that lacks them, or a run that has not committed them."""
+    in ``committed`` as it was verified), how many shards of the results it does not read
+    (those of ``entries`` it does), whatever kept them out: a damaged entry, page or file, a
+    cell group that lacks them, or a run that has not committed them; and, where a run is
+    writing there now, a line saying so (what it has not committed is no problem)."""
     problems = [
         problem if index is None else f"shard {index} not read: {problem}"
         for index, problem in results.problems
@@ -191,9 +194,12 @@ def _not_read(results: validate.Results, committed, found, entries) -> tuple[lis
         if index in results.entries
     ]  # listed twice, identically: read once
     problems += [f"shard {e.index} not read: {p}" for e, p in zip(committed, found) if p]
-    missing = validate.missing_problem(results)
+    writer = results.location.held_by()
+    pending = validate.not_committed_yet(results, writer)
+    missing = validate.missing_problem(results) if pending is None else None
     problems += [missing] if missing else []
-    return problems, results.plan.missing({entry.index for entry in entries})[0]
+    in_progress = f"a run (pid {writer}) is writing there: {pending}" if pending else None
+    return problems, results.plan.missing({entry.index for entry in entries})[0], in_progress
 
 
 def _group_columns(table: str) -> list[str]:

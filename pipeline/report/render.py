@@ -360,11 +360,7 @@ def _provenance_blocks(doc: dict, image: dict) -> list[tuple]:
     prov = doc["provenance"]
     config = doc["provenance"]["config"] or {}
     blocks.append(("h2", "Provenance"))
-    runs = "; ".join(
-        f"{r['started']} to {r['finished']} {r['status']} on {r['host']} "
-        f"({r['cluster']}, {fmt(r['cpus'])} CPUs, {r['nodes']} node(s), clocksweep {r['clocksweep']})"
-        for r in prov["runs"]
-    )
+    runs = "; ".join(_run_text(r) for r in prov["runs"])
     blocks.append(
         (
             "list",
@@ -378,7 +374,8 @@ def _provenance_blocks(doc: dict, image: dict) -> list[tuple]:
                 f"runs: {runs or 'none recorded'}",
                 f"shards read: {prov['shards_read']} ({len(prov['shard_files_read'])} files)",
                 f"shards not read: {prov['shards_not_read_count']:,}"
-                + "".join(f"; {problem}" for problem in prov["shards_not_read"]),
+                + "".join(f"; {problem}" for problem in prov["shards_not_read"])
+                + (f"; in progress: {prov['in_progress']}" if prov["in_progress"] else ""),
                 f"report: {prov['report_version']}, summary tables {prov['summary_schema']}, "
                 f"clocksweep {prov['report_code_version']}",
             ],
@@ -483,6 +480,18 @@ def to_html(blocks: list[tuple]) -> str:
 # --- The terminal -------------------------------------------------------------------------
 
 
+def _run_text(run: dict) -> str:
+    """One run of the results in words: when, how it ended (or that it has not), where."""
+    when = f"{run['started']} to {run['finished']}" if run["finished"] else f"from {run['started']}"
+    if run["cluster"]:
+        where = f"{run['cluster']}, {fmt(run['cpus'])} CPUs, {run['nodes']} node(s)"
+    elif run.get("executor") == "threads":
+        where = "threads of one process"
+    else:  # a run whose Ray is not up yet (it plays its first shards meanwhile), or failed
+        where = "no Ray recorded"
+    return f"{when} {run['status']} on {run['host']} ({where}, clocksweep {run['clocksweep']})"
+
+
 def terminal_summary(report: Report) -> str:
     doc = report.document
     prov = doc["provenance"]
@@ -492,7 +501,9 @@ def terminal_summary(report: Report) -> str:
         f"{prov['shards_read']} shard(s) read)"
     ]
     problems = prov["shards_not_read"]
-    if problems or prov["shards_not_read_count"]:
+    if prov["in_progress"]:
+        lines.append(f"  in progress: {prov['in_progress']}; this report is of those committed")
+    if problems or (prov["shards_not_read_count"] and not prov["in_progress"]):
         lines.append(
             f"  {prov['shards_not_read_count']:,} shard(s) not read"
             + (f"; {len(problems)} problem(s): {problems[0]}" if problems else "")

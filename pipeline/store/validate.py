@@ -340,6 +340,16 @@ def missing_problem(results: Results) -> str | None:
     )
 
 
+def not_committed_yet(results: Results, writer: str | None) -> str | None:
+    """The shards of the plan not committed yet, in a line, where a run (``writer``, what
+    `Location.held_by` gives) is writing them now: its work in flight, not a problem of the
+    directory. None where no run holds it, or it lacks none."""
+    missing = results.plan.missing(listed_shards(results))[0]
+    if not missing or writer is None:
+        return None
+    return f"{missing} of {results.plan.count} shards not committed yet"
+
+
 def validate(where: str | Location) -> tuple[list[str], dict]:
     """Check every shard against the manifest: (problems found, figures of what is there).
     StoreError if a file vanishes or a read fails while it checks (a run rewriting the
@@ -379,12 +389,10 @@ def _checked(results: Results) -> tuple[list[str], dict]:
             "bytes_per_row": None,
         }
     good, broken, sizes = _verified_shards(results, problems)
-    in_flight: list[str] = []
-    missing = plan.missing(listed)[0]
-    if missing and writer is not None:
-        in_flight.append(f"{missing} of {plan.count} shards not committed yet")
-    elif missing:
-        problems.append(missing_problem(results))
+    pending = not_committed_yet(results, writer)
+    in_flight = [pending] if pending else []
+    if pending is None and (missing := missing_problem(results)):
+        problems.append(missing)
     notes = _what_else_lies_there(results, writer, in_flight, problems)
     rows, row_bytes, size, files = sizes
     figures = {

@@ -64,6 +64,9 @@ RECORD_MODES = ("deals", "summary")
 EXECUTORS = ("ray", "threads")
 URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A name is the default output's directory: one a file system takes (255 bytes is the common
+# limit of a file name), with room to spare, so that --dry-run refuses what a run would.
+MAX_NAME_LENGTH = 128
 DEFAULT_SHARD_SIZE = 1_000_000
 DEFAULT_MAX_RETRIES = 3
 MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistake
@@ -93,7 +96,7 @@ INT, STR, NAMES, FLOAT, TARGET = "int", "str", "names", "float", "target"
 HALF_WIDTH = f"a half-width, a fraction in ({anytime.MIN_AIM:g}, 0.5) such as 0.001 (0.1 points)"
 
 TOP_KEYS = {
-    "name": (STR, "a name of letters, digits, '.', '_', '-'"),
+    "name": (STR, f"a name of letters, digits, '.', '_', '-', at most {MAX_NAME_LENGTH} characters"),
     "seed": (INT, "an unsigned 64-bit integer (0 to 2**64-1)"),
     "deals": (INT, "a number of deals, at least 1"),
     "first": (INT, "the first deal number, an unsigned 64-bit integer"),
@@ -329,15 +332,17 @@ def apply_override(raw: dict, override: str) -> None:
 
 
 def parse_int(key: str, text: str, allowed: str) -> int:
-    """An integer from the command line: 1000000, 1_000_000 or 1e6."""
+    """An integer from the command line: 1000000, 1_000_000, 1e6 or -5 (a sign is read, and
+    the range is the key's to check, so that -5 is out of range, not "not an integer")."""
     digits = text.replace("_", "")
-    if digits.isascii() and digits.isdigit():  # not '²' (isdigit) nor other scripts' digits (int)
+    unsigned = digits[1:] if digits[:1] in "+-" else digits
+    if unsigned.isascii() and unsigned.isdigit():  # not '²' (isdigit) nor others' digits (int)
         return int(digits)
     try:
         number = float(digits) if digits.isascii() else None
     except ValueError:
         number = None
-    if number is not None and number.is_integer() and 0 <= number < 2**53:
+    if number is not None and number.is_integer() and abs(number) < 2**53:
         return int(number)
     raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
 
@@ -363,7 +368,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     """Check a raw config (as TOML reads it) and resolve it."""
     checked_keys(raw)
     name = checked_str(raw, "name")
-    if not NAME_PATTERN.fullmatch(name):
+    if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise ConfigError(f"name: {name!r} is not allowed; expected {TOP_KEYS['name'][1]}")
     seed = checked_int(raw, "seed", 0, U64_LIMIT - 1)
     deals = checked_int(raw, "deals", 1, U64_LIMIT)

@@ -60,6 +60,7 @@ def start_run_record(
             "status": "running",
             "host": os.uname().nodename,
             "clocksweep": __version__,
+            "executor": config.executor,
             "shards_to_play": todo,
             "shards_already_committed": skipped,
             "ray": cluster,

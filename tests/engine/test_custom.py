@@ -508,3 +508,20 @@ def test_a_strategy_whose_helpers_differ_where_it_is_played_is_refused(tmp_path,
     elsewhere = dataclasses.replace(strategy, reaches="0" * 64)
     with pytest.raises(custom.CustomError, match="not those the sweep was started with"):
         custom.compiled(elsewhere)
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ('    raise ValueError("never")\n', "only_this only raises, never returning a value"),
+        ("    hour = counts[0]\n", "only_this returns no value (it has no return of one)"),
+        ("    return None\n", "only_this returns none"),
+    ],
+)
+def test_a_strategy_that_returns_no_value_is_named_for_what_it_does(tmp_path, body, says):
+    """Issue 45: a strategy that only raises was refused as one that "returns none", which
+    numba's type of it is, but not what its writer wrote."""
+    (tmp_path / "mine.py").write_text(f"def only_this(counts):\n{body}")
+    with pytest.raises(custom.CustomError) as refused:
+        custom.read("mine.py:only_this", str(tmp_path))
+    assert f"{says}; expected an hour, an integer 1..12" in str(refused.value)

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -562,3 +563,54 @@ def test_report_md_escapes_what_users_wrote():
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(table) == 2 and all(line.count(" | ") == 2 for line in table[1:]), table
     assert "a \\| b c" in table[1]
+
+
+def test_a_report_on_a_run_in_progress_says_so_not_none_nor_problems(tmp_path):
+    """Issue 45: a report of results that a run (on threads) is still writing printed "to
+    None running on vm (None,  CPUs, 0 node(s)" and called the shards still being played a
+    problem. The report is made, as a user would, by its own process while the run holds the
+    directory: its third shard's task waits for the first two to be committed, and runs it."""
+    from helpers import clocksweep, config_file
+
+    out = tmp_path / "out"
+    path = config_file(
+        tmp_path,
+        f'name = "live"\nseed = 3\ndeals = 4000\nshard_size = 1000\nrecord = "summary"\n'
+        f'output = "{out}"\n[run]\nexecutor = "threads"\n[ray]\nnum_cpus = 1\n'
+        '[grid]\nvariant = ["standard"]\n',
+    )
+    made = {}
+
+    def report_at_shard_2(job, after_batch=None):
+        if job.shard.index == 2 and not made:
+            manifest = out / layout.MANIFEST_FILE
+            for _ in range(1200):  # the driver commits shards 0 and 1 meanwhile
+                if manifest.exists() and len(json.loads(manifest.read_text())["shards"]) == 2:
+                    break
+                threading.Event().wait(0.05)
+            made["report"] = subprocess.run(
+                [sys.executable, "-c", "from pipeline.cli import cli; cli()", "report", str(out)]
+                + ["--out", str(tmp_path / "report"), "--no-plots", "--replay", "0"],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+        return shard_task.write_shard(job, after_batch)
+
+    assert clocksweep("run", path, task=report_at_shard_2).exit_code == 0
+    done = made["report"]
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "report" / "report.json").read_text())
+    provenance = document["provenance"]
+    assert provenance["shards_not_read"] == [] and provenance["shards_not_read_count"] == 2
+    assert provenance["in_progress"] == (
+        f"a run (pid {os.getpid()}) is writing there: 2 of 4 shards not committed yet"
+    )
+    assert "problem" not in done.stdout and provenance["in_progress"] in done.stdout, done.stdout
+    [run] = provenance["runs"]
+    assert run["status"] == "running" and run["executor"] == "threads"
+    md = (tmp_path / "report" / "report.md").read_text().splitlines()
+    (line,) = [r for r in md if r.startswith("- runs: ")]
+    where = f"(threads of one process, clocksweep {run['clocksweep']})"
+    assert line == f"- runs: from {run['started']} running on {run['host']} {where}"
+    assert "None" not in line

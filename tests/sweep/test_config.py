@@ -229,7 +229,9 @@ finale = ["down"]
     [
         ("deals", ["--set: 'deals' is not KEY=VALUE"]),
         ("deals=lots", ["deals: 'lots' is not an integer"]),
-        ("deals=-5", ["deals:"]),
+        ("deals=-5", ["deals: -5 is out of range 1..2**64"]),  # an integer, below the range
+        ("deals=-1e3", ["deals: -1000 is out of range 1..2**64"]),
+        (f"name={'n' * 129}", ["name:", "at most 128 characters"]),
         ("colour=red", ["colour: unknown key"]),
         ("grid.strategy=most,,random", ["grid.strategy:", "comma-separated"]),
         ("grid.strategy=most,worst", ["grid.strategy: 'worst' is not known"]),
