@@ -89,7 +89,7 @@ from pipeline.cli import build_report
 made = build_report(sys.argv[1], int(sys.argv[2]), plots_enabled=sys.argv[3] == "1")
 from pipeline.report import render
 print(json.dumps({"phases": made.timings, "inside": round(time.perf_counter() - start, 2),
-                  "summary": render.terminal_summary(made).splitlines()[0]}))
+                  "summary": render.terminal_summary(made.document, made.directory).splitlines()[0]}))
 """
 
 

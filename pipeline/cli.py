@@ -726,7 +726,7 @@ def report(results_path, replay, out_dir, no_plots, as_json, claims_files):
             json.dumps({key: made.document[key] for key in ("cells", "comparisons", "claims")})
         )
         return
-    click.echo(terminal_summary(made))
+    click.echo(terminal_summary(made.document, made.directory))
 
 
 if __name__ == "__main__":  # python -m pipeline.cli

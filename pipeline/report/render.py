@@ -9,16 +9,10 @@ import base64
 import html
 import json
 import math
-from typing import TYPE_CHECKING
-
-from pipeline.report.figures import Z_FLAG
-
-if TYPE_CHECKING:
-    from pipeline.report.document import Report
-
 
 from pipeline.inference import stats
 from pipeline.report import claims as claim_rules
+from pipeline.report.figures import Z_FLAG
 
 
 def fmt(value, kind: str = "") -> str:
@@ -492,8 +486,8 @@ def _run_text(run: dict) -> str:
     return f"{when} {run['status']} on {run['host']} ({where}, clocksweep {run['clocksweep']})"
 
 
-def terminal_summary(report: Report) -> str:
-    doc = report.document
+def terminal_summary(doc: dict, directory: str) -> str:
+    """What `clocksweep report` prints: the report's first answers, and where it is."""
     prov = doc["provenance"]
     lines = [
         f"clocksweep report: {prov['results']} ({prov['record_mode']} records, "
@@ -537,5 +531,5 @@ def terminal_summary(report: Report) -> str:
     for claim in doc["claims"]:
         figure = claim["figure_text"] or claim["needs"] or claim["basis"]
         lines.append(f"  {claim['verdict']:<12} {claim['id']:<{width}}  {figure}")
-    lines.append(f"written to {report.directory}/ (report.md, report.html, report.json)")
+    lines.append(f"written to {directory}/ (report.md, report.html, report.json)")
     return "\n".join(lines)

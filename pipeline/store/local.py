@@ -28,7 +28,7 @@ from pipeline.store.layout import (
     group_directory,
     table_names,
 )
-from pipeline.store.location import Location, os_error_text
+from pipeline.store.location import Location, on_this_machine, os_error_text
 
 # The names clocksweep keeps at the top of a results directory (cell groups' aside).
 TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_DIR, LOG_FILE)
@@ -36,6 +36,10 @@ TOP_NAMES = (RUN_FILE, MANIFEST_FILE, PAGES_DIR, LOCK_FILE, SHARDS_DIR, REPORT_D
 
 class LocalStore(Location):
     """A directory on this machine's filesystem (see `location` for the interface)."""
+
+    @classmethod
+    def serves(cls, where: str, filesystem: pafs.FileSystem | None) -> bool:
+        return on_this_machine(where, filesystem)
 
     def _open(self, where: str, filesystem) -> tuple[pafs.FileSystem, str]:
         if filesystem is not None or "://" in where:  # a file:// URI

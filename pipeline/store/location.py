@@ -36,25 +36,43 @@ from pipeline.store import credentials
 from pipeline.store.layout import LOCK_FILE, ResultsError, StoreError, group_of
 
 
+def on_this_machine(where: str, filesystem: pafs.FileSystem | None = None) -> bool:
+    """Whether ``where`` (or ``filesystem``, given directly) is this machine's filesystem: a
+    path or a ``file://`` URI."""
+    if filesystem is not None:
+        return isinstance(filesystem, pafs.LocalFileSystem)
+    return "://" not in where or where.split("://", 1)[0] == "file"
+
+
+# The implementations, in the order they are asked whether they serve a location: each is
+# registered as its class is made (`Location.__init_subclass__`), by its own module, which
+# the package imports (`pipeline.store`); so this module imports none of them.
+KINDS: list[type[Location]] = []
+
+
 class Location:
     """A results directory (see the module's docstring). ``Location(where)`` is a
     `LocalStore` for a path or a ``file://`` URI, an `ObjectStore` for any other URI or a
-    filesystem given directly (but this machine's own)."""
+    filesystem given directly (but this machine's own): the first of `KINDS` that
+    `serves` it."""
 
     # Whether a call to it may wait on a network that stops answering (a caller then bounds
     # the wait, and keeps its own threads off it).
     may_stall = False
 
+    def __init_subclass__(cls, **options):
+        super().__init_subclass__(**options)
+        if "serves" in cls.__dict__:  # an implementation, not a refinement of one
+            KINDS.append(cls)
+
+    @classmethod
+    def serves(cls, where: str, filesystem: pafs.FileSystem | None) -> bool:
+        """Whether this implementation is the one for ``where`` (or ``filesystem``)."""
+        return False
+
     def __new__(cls, where: str, filesystem: pafs.FileSystem | None = None):
         if cls is Location:
-            if filesystem is not None:
-                local = isinstance(filesystem, pafs.LocalFileSystem)
-            else:
-                local = "://" not in where or where.split("://", 1)[0] == "file"
-            if local:
-                from pipeline.store.local import LocalStore as cls
-            else:
-                from pipeline.store.object_store import ObjectStore as cls
+            cls = next(kind for kind in KINDS if kind.serves(where, filesystem))
         return super().__new__(cls)
 
     def __init__(self, where: str, filesystem: pafs.FileSystem | None = None):

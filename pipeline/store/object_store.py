@@ -13,12 +13,16 @@ from pipeline.store.layout import (
     SHARDS_DIR,
     table_names,
 )
-from pipeline.store.location import Location
+from pipeline.store.location import Location, on_this_machine
 
 
 class ObjectStore(Location):
     """A prefix of an object store (see `location` for the interface): no links, and nothing
     but files (keys) in it."""
+
+    @classmethod
+    def serves(cls, where: str, filesystem: pafs.FileSystem | None) -> bool:
+        return not on_this_machine(where, filesystem)
 
     may_stall = True
 

@@ -64,9 +64,7 @@ RECORD_MODES = ("deals", "summary")
 EXECUTORS = ("ray", "threads")
 URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# A name is the default output's directory: one a file system takes (255 bytes is the common
-# limit of a file name), with room to spare, so that --dry-run refuses what a run would.
-MAX_NAME_LENGTH = 128
+MAX_NAME_LENGTH = 128  # a name is a directory's (results/<name>): 255 bytes at most, often
 DEFAULT_SHARD_SIZE = 1_000_000
 DEFAULT_MAX_RETRIES = 3
 MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistake
