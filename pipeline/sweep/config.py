@@ -94,7 +94,7 @@ INT, STR, NAMES, FLOAT, TARGET = "int", "str", "names", "float", "target"
 HALF_WIDTH = f"a half-width, a fraction in ({anytime.MIN_AIM:g}, 0.5) such as 0.001 (0.1 points)"
 
 TOP_KEYS = {
-    "name": (STR, f"a name of letters, digits, '.', '_', '-', at most {MAX_NAME_LENGTH} characters"),
+    "name": (STR, f"letters, digits, '.', '_', '-', at most {MAX_NAME_LENGTH} characters"),
     "seed": (INT, "an unsigned 64-bit integer (0 to 2**64-1)"),
     "deals": (INT, "a number of deals, at least 1"),
     "first": (INT, "the first deal number, an unsigned 64-bit integer"),
