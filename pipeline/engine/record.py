@@ -1,23 +1,22 @@
 """A deal's result under one cell, as both engines give it: the per-deal result fields
-(docs/results.md) that the reference engine returns for one deal and the kernel encodes, a
-deal to a column, in its int8 arrays. `from_kernel` is the one place where the kernel's
-encoding (`NO_PILE`, `NO_COUNT`) is read back for one deal; the records' writers and the
-summary's tally read the same constants, a column at a time (`records.schema`,
-`records.dealfile`, `records.summary`), and the kernel writes them."""
+(`measures`, docs/results.md) that the reference engine returns for one deal and the kernel
+encodes, a deal to a column, in its int8 arrays. `from_kernel` is the one place where the
+kernel's encoding (`measures.NO_PILE`, `measures.NO_COUNT`) is read back for one deal; the
+records' writers and the summary's tally read the same constants, a column at a time
+(`records.schema`, `records.dealfile`, `records.summary`), and the kernel writes them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
 from pipeline.engine import rules
+from pipeline.engine.measures import MEASURES, NO_COUNT, NO_PILE
 
-# How the kernel's int8 arrays say "no value": the one definition of its sentinels.
-NO_PILE = 0  # rescue_pile and hint_den with no rescue (hours are 1..12, a denominator >= 1)
-NO_COUNT = -1  # restarts and stray_deaths outside play_out (counts are >= 0)
+__all__ = ["NO_COUNT", "NO_PILE", "DealRecord", "Tallies", "from_kernel"]  # the sentinels too
 
 
 class Tallies(NamedTuple):
@@ -36,46 +35,43 @@ class Tallies(NamedTuple):
 
 @dataclass(frozen=True)
 class DealRecord:
+    """A value of each measure (`measures.MEASURES`, in their order), None where the cell
+    has none: the fields below are the declarations' names, which a test holds equal."""
+
     won: bool
     cards_turned: int
-    down_at_stop: int  # face-down cards when the chain first died
-    rescue_pile: int | None  # hour 1..12 of the rescue, None without one
-    hint: Fraction | None  # the chance the rescue wins, given what the player sees
-    restarts: int | None  # play_out only
-    stray_deaths: int | None  # play_out only: deaths away from where the rules predict
+    down_at_stop: int
+    rescue_pile: int | None
+    hint: Fraction | None  # exact here; a float in the records
+    restarts: int | None
+    stray_deaths: int | None
 
     def row(self, cell, seed: int | None, deal: int | None) -> dict:
         """The per-deal result row (docs/results.md, per-deal columns) of this deal under
         ``cell``, the hint as a float; ``seed`` and ``deal`` None for a deal no number names."""
-        hint = None if self.hint is None else float(self.hint)
+        values = [
+            None if v is None else float(v) if isinstance(v, Fraction) else v for v in astuple(self)
+        ]
         return {
             "seed": seed,
             "deal": deal,
             **{axis: getattr(cell, axis) for axis in rules.AXES},
-            "won": self.won,
-            "cards_turned": self.cards_turned,
-            "down_at_stop": self.down_at_stop,
-            "rescue_pile": self.rescue_pile,
-            "hint": hint,
-            "restarts": self.restarts,
-            "stray_deaths": self.stray_deaths,
+            **dict(zip((f.name for f in fields(self)), values)),
         }
 
 
 def from_kernel(results: dict[str, np.ndarray], cell: int, deal: int) -> DealRecord:
     """Deal ``deal`` (its column) of cell ``cell`` (its row) of `kernel.play`'s results."""
-    pile = int(results["rescue_pile"][cell, deal])
-    denominator = int(results["hint_den"][cell, deal])
-    restarts = int(results["restarts"][cell, deal])
-    stray = int(results["stray_deaths"][cell, deal])
-    return DealRecord(
-        won=bool(results["won"][cell, deal]),
-        cards_turned=int(results["cards_turned"][cell, deal]),
-        down_at_stop=int(results["down_at_stop"][cell, deal]),
-        rescue_pile=None if pile == NO_PILE else pile,
-        hint=None
-        if denominator == NO_PILE
-        else Fraction(int(results["hint_num"][cell, deal]), denominator),
-        restarts=None if restarts == NO_COUNT else restarts,
-        stray_deaths=None if stray == NO_COUNT else stray,
-    )
+    return DealRecord(*(_kernel_value(measure, results, cell, deal) for measure in MEASURES))
+
+
+def _kernel_value(measure, results: dict[str, np.ndarray], cell: int, deal: int):
+    """One measure's value of one deal, as the kernel's arrays hold it: None at its
+    sentinel, a bool for a bool, the hint's fraction from its numerator and denominator."""
+    first, *rest = (int(results[name][cell, deal]) for name in measure.kernel)
+    held = int(results[measure.sentinel_array][cell, deal])
+    if measure.missing is not None and held == measure.missing:
+        return None
+    if measure.dtype == "bool":
+        return bool(first)
+    return Fraction(first, rest[0]) if rest else first

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import __version__
-from pipeline.engine.record import NO_COUNT, NO_PILE
+from pipeline.engine.measures import NO_COUNT, NO_PILE
 
 # --- Thrift compact protocol (only what Parquet's headers use) -----------------------------
 

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.engine import rules
-from pipeline.engine.record import NO_COUNT, NO_PILE
+from pipeline.engine.measures import NO_COUNT, NO_PILE
 from pipeline.engine.rules import Cell
 from pipeline.records import summary
 from pipeline.store import files, groups, layout, location, records, validate
