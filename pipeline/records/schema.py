@@ -16,8 +16,11 @@ row, where they cost a third of the bytes and a fifth of the writing of standard
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.engine import rules
 from pipeline.engine.measures import MEASURES, Measure
@@ -99,3 +102,40 @@ def deal_table(
         }
         pieces.append(pa.table(columns, schema=DEAL_SCHEMA))
     return pa.concat_tables(pieces) if pieces else DEAL_SCHEMA.empty_table()
+
+
+@dataclass(frozen=True)
+class DealColumns:
+    """Per-deal rows as the kernel codes them, what the summary counts (`summary.ShardSummary
+    .add_runs`): each row's deal less the shard's first, and an array per measure
+    (`measures.MEASURES`), its sentinel where it has no value, the hint a float32 (0 where
+    there is none). The inverse of `deal_table`, a record batch at a time (`kernel_coded`)."""
+
+    deal_offset: np.ndarray
+    by_measure: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.by_measure[name]
+
+    def taken(self, rows) -> DealColumns:
+        """These rows, in the order (or the part) ``rows`` indexes."""
+        return DealColumns(
+            np.asarray(self.deal_offset)[rows],
+            {name: np.asarray(column)[rows] for name, column in self.by_measure.items()},
+        )
+
+
+def kernel_coded(batch: pa.RecordBatch, first: int) -> DealColumns:
+    """A batch of per-deal rows (of a shard whose first deal is ``first``) as `DealColumns`."""
+    return DealColumns(
+        (batch.column("deal").to_numpy() - np.uint64(first)).view(np.int64),
+        {measure.name: _coded(batch.column(measure.name), measure) for measure in MEASURES},
+    )
+
+
+def _coded(column: pa.Array, measure: Measure) -> np.ndarray:
+    """A measure's column with its nulls as the kernel says "no value"."""
+    if column.null_count:
+        fill = 0 if measure.missing is None or measure.dtype == "float32" else measure.missing
+        column = pc.fill_null(column, fill)
+    return column.to_numpy(zero_copy_only=False).astype(measure.dtype, copy=False)

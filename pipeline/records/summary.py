@@ -648,26 +648,13 @@ class ShardSummary:
         self.present[...] = True
         self.complete = True
 
-    def add_runs(
-        self,
-        run_cells,
-        starts,
-        ends,
-        deal_offset,
-        won,
-        cards_turned,
-        down_at_stop,
-        rescue_pile,
-        hint,
-        restarts,
-        stray_deaths,
-    ) -> None:
+    def add_runs(self, run_cells, starts, ends, rows: schema.DealColumns) -> None:
         """Add per-deal rows in runs of one cell: rows starts[i]..ends[i]-1 are cell
-        run_cells[i] (an index into the cell list). ``deal_offset`` = deal - first per row;
-        ``hint`` float32 (any value where there was no rescue); missing values as the kernel
-        codes them: rescue_pile `record.NO_PILE`, restarts and stray_deaths `record.NO_COUNT`."""
-        as8 = lambda a: np.ascontiguousarray(a, dtype=np.int8)  # noqa: E731
-        won = np.ascontiguousarray(won)
+        run_cells[i] (an index into the cell list); ``rows`` as the kernel codes them
+        (`schema.DealColumns`: rescue_pile `record.NO_PILE`, restarts and stray_deaths
+        `record.NO_COUNT` where they have no value, the hint any value there)."""
+        as8 = lambda name: np.ascontiguousarray(rows[name], dtype=np.int8)  # noqa: E731
+        won = np.ascontiguousarray(rows["won"])
         if won.dtype != np.bool_:
             won = won.astype(bool)
         self._check(
@@ -677,14 +664,14 @@ class ShardSummary:
                 np.ascontiguousarray(run_cells, dtype=np.int64),
                 np.ascontiguousarray(starts, dtype=np.int64),
                 np.ascontiguousarray(ends, dtype=np.int64),
-                np.ascontiguousarray(deal_offset, dtype=np.int64),
+                np.ascontiguousarray(rows.deal_offset, dtype=np.int64),
                 won,
-                as8(cards_turned),
-                as8(down_at_stop),
-                as8(rescue_pile),
-                as8(restarts),
-                as8(stray_deaths),
-                np.ascontiguousarray(hint, dtype=np.float32),
+                as8("cards_turned"),
+                as8("down_at_stop"),
+                as8("rescue_pile"),
+                as8("restarts"),
+                as8("stray_deaths"),
+                np.ascontiguousarray(rows["hint"], dtype=np.float32),
                 _EMPTY_I8,
                 _EMPTY_I8,
                 *self._tallies(),
@@ -692,43 +679,21 @@ class ShardSummary:
             )
         )
 
-    def add_rows(
-        self,
-        cell,
-        deal_offset,
-        won,
-        cards_turned,
-        down_at_stop,
-        rescue_pile,
-        hint,
-        restarts,
-        stray_deaths,
-    ) -> None:
+    def add_rows(self, cell, rows: schema.DealColumns) -> None:
         """`add_runs` for rows in any order: ``cell`` indexes the cell list, per row."""
         cell = np.asarray(cell)
         if len(cell) == 0:
             return
         if (cell < 0).any() or (cell >= len(self.cells)).any():
             raise ValueError("a row of a cell the sweep does not list")
-        columns = [
-            deal_offset,
-            won,
-            cards_turned,
-            down_at_stop,
-            rescue_pile,
-            hint,
-            restarts,
-            stray_deaths,
-        ]
         change = np.flatnonzero(cell[1:] != cell[:-1]) + 1
         if len(change) > max(256, len(cell) // 1024):  # interleaved cells: group them first
             order = np.argsort(cell, kind="stable")
-            cell = cell[order]
-            columns = [np.asarray(column)[order] for column in columns]
+            cell, rows = cell[order], rows.taken(order)
             change = np.flatnonzero(cell[1:] != cell[:-1]) + 1
         starts = np.concatenate(([0], change))
         ends = np.concatenate((change, [len(cell)]))
-        self.add_runs(cell[starts], starts, ends, *columns)
+        self.add_runs(cell[starts], starts, ends, rows)
 
     # --- the tables -----------------------------------------------------------------------
 

@@ -29,13 +29,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.engine import rules
-from pipeline.engine.measures import NO_COUNT, NO_PILE
+from pipeline.engine import measures, rules
 from pipeline.engine.rules import Cell
-from pipeline.records import summary
+from pipeline.records import schema, summary
 from pipeline.store import files, groups, layout, location, records, validate
 from pipeline.store.entries import RunRecord
 
@@ -249,23 +247,7 @@ def _summed_deals(results):
     return tables, head_won
 
 
-def _filled(column: pa.Array, fill, dtype) -> np.ndarray:
-    if column.null_count:
-        column = pc.fill_null(column, fill)
-    return column.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-
-
-DEAL_COLUMNS = [
-    "deal",
-    *summary.LABEL_COLUMNS,
-    "won",
-    "cards_turned",
-    "down_at_stop",
-    "rescue_pile",
-    "hint",
-    "restarts",
-    "stray_deaths",
-]
+DEAL_COLUMNS = ["deal", *summary.LABEL_COLUMNS, *measures.NAMES]
 
 
 def _row_batches(parquet: pq.ParquetFile, columns: list[str], threads: bool):
@@ -286,22 +268,13 @@ def _deal_shard(location, entry, cells, head, decode_threads):
             for batch in _row_batches(parquet, DEAL_COLUMNS, decode_threads):
                 try:
                     run_cells, starts, ends = summary.batch_runs(batch, cell_lut)
-                    columns = (
-                        (batch.column("deal").to_numpy() - np.uint64(first)).view(np.int64),
-                        batch.column("won").to_numpy(zero_copy_only=False),
-                        _filled(batch.column("cards_turned"), 0, np.int8),
-                        _filled(batch.column("down_at_stop"), 0, np.int8),
-                        _filled(batch.column("rescue_pile"), NO_PILE, np.int8),
-                        _filled(batch.column("hint"), 0.0, np.float32),
-                        _filled(batch.column("restarts"), NO_COUNT, np.int8),
-                        _filled(batch.column("stray_deaths"), NO_COUNT, np.int8),
-                    )
+                    rows = schema.kernel_coded(batch, first)
                     if (run_cells < 0).any():
                         raise ValueError("rows of a cell the run does not list")
                     if len(starts) > max(1024, batch.num_rows // 256):  # rows not grouped by cell
-                        shard.add_rows(np.repeat(run_cells, ends - starts), *columns)
+                        shard.add_rows(np.repeat(run_cells, ends - starts), rows)
                     else:
-                        shard.add_runs(run_cells, starts, ends, *columns)
+                        shard.add_runs(run_cells, starts, ends, rows)
                 except ValueError as error:
                     raise ValueError(f"{record.path}: {error}") from None
     heads = {}

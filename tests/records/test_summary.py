@@ -208,29 +208,27 @@ def deal_rows(results, first: int, order: np.ndarray):
     }
     cells = labels.replace_strict(key_of, return_dtype=pl.Int64).to_numpy()
     fill = lambda name, value: df[name].fill_null(value).to_numpy()  # noqa: E731
-    columns = (
-        cells,
-        df["deal"].to_numpy().astype(np.int64) - first,
-        df["won"].to_numpy(),
-        fill("cards_turned", 0),
-        fill("down_at_stop", 0),
-        fill("rescue_pile", 0),
-        fill("hint", 0.0).astype(np.float32),
-        fill("restarts", -1),
-        fill("stray_deaths", -1),
-    )
-    return columns
+    by_measure = {
+        "won": df["won"].to_numpy(),
+        "cards_turned": fill("cards_turned", 0),
+        "down_at_stop": fill("down_at_stop", 0),
+        "rescue_pile": fill("rescue_pile", 0),
+        "hint": fill("hint", 0.0).astype(np.float32),
+        "restarts": fill("restarts", -1),
+        "stray_deaths": fill("stray_deaths", -1),
+    }
+    return cells, schema.DealColumns(df["deal"].to_numpy().astype(np.int64) - first, by_measure)
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
 def test_per_deal_rows_give_the_same_tables(results, tables, shuffled):
     rows = len(CELLS) * COUNT
     order = np.random.default_rng(3).permutation(rows) if shuffled else np.arange(rows)
-    columns = deal_rows(results, 1000, order)
+    cells, columns = deal_rows(results, 1000, order)
     shard = summary.ShardSummary(CELLS, 1000, COUNT)
     half = rows // 2  # in two pieces, as row batches come
-    shard.add_rows(*(column[:half] for column in columns))
-    shard.add_rows(*(column[half:] for column in columns))
+    shard.add_rows(cells[:half], columns.taken(slice(None, half)))
+    shard.add_rows(cells[half:], columns.taken(slice(half, None)))
     from_rows = shard.tables()
     # Per-deal rows do not carry the deal facts: a per-deal sweep counts them as it plays, with
     # the FactCounts that summarise uses (so that part only shows the two paths are one; the
@@ -292,32 +290,27 @@ def test_parts_add_up_to_the_whole(results, tables):
 
 def test_bad_records_are_refused():
     shard = summary.ShardSummary(CELLS[:1], 0, 4)
-    good = [
-        np.array([0]),
-        np.array([0]),
-        np.array([True]),
-        np.array([52], np.int8),
-        np.array([0], np.int8),
-        np.array([0], np.int8),
-        np.array([0.0], np.float32),
-        np.array([-1], np.int8),
-        np.array([-1], np.int8),
-    ]
-    shard.add_rows(*good)
-    for position, bad, message in [
-        (4, np.array([60], np.int8), "range"),  # down_at_stop past 48
-        (6, np.array([0.31], np.float32), "hint"),  # with rescue_pile below: not a d/U
-        (7, np.array([2], np.int8), "restarts"),  # restarts outside play_out
-        (1, np.array([9]), "deal"),  # outside the shard's deals
-        (0, np.array([5]), "cell"),  # no such cell
+    good = {
+        "won": np.array([True]),
+        "cards_turned": np.array([52], np.int8),
+        "down_at_stop": np.array([0], np.int8),
+        "rescue_pile": np.array([0], np.int8),
+        "hint": np.array([0.0], np.float32),
+        "restarts": np.array([-1], np.int8),
+        "stray_deaths": np.array([-1], np.int8),
+    }
+    shard.add_rows(np.array([0]), schema.DealColumns(np.array([0]), good))
+    for cell, offset, bad, message in [
+        (0, 0, {"down_at_stop": np.array([60], np.int8)}, "range"),  # down_at_stop past 48
+        # with a rescue pile and cards down, a hint that is not a d/U
+        (0, 0, {"hint": [0.31], "rescue_pile": [3], "down_at_stop": [10]}, "hint"),
+        (0, 0, {"restarts": np.array([2], np.int8)}, "restarts"),  # restarts outside play_out
+        (0, 9, {}, "deal"),  # outside the shard's deals
+        (5, 0, {}, "cell"),  # no such cell
     ]:
-        row = list(good)
-        row[position] = bad
-        if message == "hint":
-            row[5] = np.array([3], np.int8)
-            row[4] = np.array([10], np.int8)
+        row = {**good, **{name: np.asarray(v, good[name].dtype) for name, v in bad.items()}}
         with pytest.raises(ValueError, match=message):
-            shard.add_rows(*row)
+            shard.add_rows(np.array([cell]), schema.DealColumns(np.array([offset]), row))
 
 
 @pytest.mark.parametrize(
