@@ -101,7 +101,7 @@ def provenance(loaded: Loaded) -> dict:
         "config": shown_config(run.config),
         "config_hash": run.config_hash,
         "config_source": run.config_source,
-        "seed": run.config.get("seed"),
+        "seed": run.settings.seed,
         "deal_ranges_read": [f"{a}-{b}" for a, b in ranges],
         "deals_read": sum(e.last - e.first + 1 for e in loaded.shards_read),
         "deal_scheme": run.deal_scheme,

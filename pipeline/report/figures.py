@@ -604,8 +604,8 @@ def plan_replay(run: RunRecord, entries: list[ShardEntry], count: int) -> tuple[
             f"no replay: the sweep used deal scheme {scheme!r}, this code has "
             f"{deals.SCHEME_VERSION!r}, so its layouts cannot be rebuilt here"
         )
-    seed = run.config.get("seed")
-    if seed is None or not entries:
+    seed = run.settings.seed
+    if not entries:
         return None, "no replay: run.json names no seed, or no shard is committed"
     cells = run_cells(run)
     standard = [c for c in cells if c.variant == "standard"]

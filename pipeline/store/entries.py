@@ -166,6 +166,41 @@ class PageRecord:
         return cls(**value)
 
 
+@dataclass(frozen=True)
+class RecordedConfig:
+    """The keys of a run record's config that its readers rely on (the deal plan's, the
+    record mode, the grid), typed and checked once (`of`); the rest stays as recorded, in
+    `RunRecord.config`, for a report to show."""
+
+    seed: int
+    first: int
+    deals: int
+    shard_size: int
+    record: str
+    grid: dict
+
+    @classmethod
+    def of(cls, config) -> RecordedConfig:
+        """The typed keys of ``config``; RecordError naming the first that is not what a
+        sweep's config holds."""
+        if not isinstance(config, dict):
+            raise RecordError("it has no config")
+        for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
+            if not is_count(config.get(key), least):
+                raise RecordError(
+                    f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
+                )
+        if config.get("record") not in ("deals", "summary"):
+            raise RecordError(f"config.record is {config.get('record')!r}, not deals or summary")
+        if not isinstance(config.get("grid"), dict):
+            raise RecordError(
+                f"config.grid is {config.get('grid')!r}, not a table of the grid's axes"
+            )
+        return cls(
+            *(config[key] for key in ("seed", "first", "deals", "shard_size", "record", "grid"))
+        )
+
+
 @dataclass
 class RunRecord:
     """run.json: the resolved config and its hash, the versions that wrote the results, the
@@ -201,9 +236,14 @@ class RunRecord:
     )
 
     @property
+    def settings(self) -> RecordedConfig:
+        """The config's keys that readers rely on, typed (checked as the record was read)."""
+        return RecordedConfig.of(self.config)
+
+    @property
     def mode(self) -> str:
         """The record mode: ``deals`` or ``summary``."""
-        return self.record or self.config["record"]
+        return self.record or self.settings.record
 
     def to_json(self) -> dict:
         return {key: getattr(self, key) for key in self.ORDER if getattr(self, key) is not None}
@@ -214,20 +254,7 @@ class RunRecord:
         a resumed run could not rely on."""
         if not isinstance(run, dict):
             raise RecordError(f"it holds a JSON {type(run).__name__}, not an object")
-        config = run.get("config")
-        if not isinstance(config, dict):
-            raise RecordError("it has no config")
-        for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
-            if not is_count(config.get(key), least):
-                raise RecordError(
-                    f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
-                )
-        if config.get("record") not in ("deals", "summary"):
-            raise RecordError(f"config.record is {config.get('record')!r}, not deals or summary")
-        if not isinstance(config.get("grid"), dict):
-            raise RecordError(
-                f"config.grid is {config.get('grid')!r}, not a table of the grid's axes"
-            )
+        RecordedConfig.of(run.get("config"))
         if not isinstance(run.get("cells"), list) or not all(
             isinstance(c, dict) for c in run["cells"]
         ):

@@ -175,9 +175,8 @@ def run_record_mismatch(run: RunRecord) -> str | None:
     """Where a well-formed run record disagrees with itself: its config must give its
     config_hash, its cells, its shard plan and the deal scheme it names (an edited run.json
     would otherwise be read as the sweep it no longer describes)."""
-    config = run.config
     try:
-        recorded = _recorded_identity(config)
+        recorded = _recorded_identity(run)
     except (KeyError, TypeError, ValueError) as error:
         return f"{RUN_FILE}: its config is not a sweep's config ({type(error).__name__}: {error})"
     from pipeline.store.groups import recorded_groups
@@ -188,12 +187,13 @@ def run_record_mismatch(run: RunRecord) -> str | None:
         return str(error)
     checks = _group_checks(run, recorded, cell_groups)
     if run.shards is not None:
-        planned = plan_shards(config["first"], config["deals"], config["shard_size"])
+        settings = run.settings
+        planned = plan_shards(settings.first, settings.deals, settings.shard_size)
         checks.append(
             (
                 "shards",
                 [run.shards["count"], run.shards["size"]],
-                [planned.count, config["shard_size"]],
+                [planned.count, settings.shard_size],
             )
         )
     for name, found, expected in checks:
@@ -205,17 +205,18 @@ def run_record_mismatch(run: RunRecord) -> str | None:
     return None
 
 
-def _recorded_identity(config: dict) -> dict:
+def _recorded_identity(run: RunRecord) -> dict:
     """The sweep identity a run record's config gives."""
     from pipeline.records import identity
 
-    grid = {axis: tuple(config["grid"][axis]) for axis in rules.AXES}
-    cells = rules.expand(grid, identity.customs_of(config))
+    settings = run.settings
+    grid = {axis: tuple(settings.grid[axis]) for axis in rules.AXES}
+    cells = rules.expand(grid, identity.customs_of(run.config))
     return identity.sweep_identity(
-        seed=config["seed"],
-        first=config["first"],
-        shard_size=config["shard_size"],
-        record=config["record"],
+        seed=settings.seed,
+        first=settings.first,
+        shard_size=settings.shard_size,
+        record=settings.record,
         cells=cells,
     )
 
@@ -243,7 +244,7 @@ def _group_checks(run: RunRecord, recorded: dict, cell_groups) -> list[tuple[str
         ("config_hash", run.config_hash, hashes[0]),
         ("cell_groups", [group.config_hash for group in cell_groups], hashes),
         ("deal_scheme", run.deal_scheme, recorded["deal_scheme"]),
-        ("record", run.mode, run.config["record"]),
+        ("record", run.mode, run.settings.record),
         ("cells", cells_listed, grouped),
         ("cells", in_grid_order, recorded["cells"]),
     ]

@@ -101,11 +101,11 @@ class Results:
 def stopped_deals(run: RunRecord) -> int:
     """The deals a run's results hold: its config's, or as many as its stop rule kept (the
     shards up to the one it stopped at)."""
-    config = run.config
+    settings = run.settings
     at = (run.stop or {}).get("stopped_at_shard")
     if not isinstance(at, int) or isinstance(at, bool) or at < 0:
-        return config["deals"]
-    return min(config["deals"], (at + 1) * config["shard_size"])
+        return settings.deals
+    return min(settings.deals, (at + 1) * settings.shard_size)
 
 
 def first_look(where: str) -> Location:
@@ -149,8 +149,7 @@ def _open_results(location: Location) -> Results:
     run = read_run(location)
     if run is None:
         raise no_run_record(location)
-    config = run.config
-    plan = plan_shards(config["first"], stopped_deals(run), config["shard_size"])
+    plan = plan_shards(run.settings.first, stopped_deals(run), run.settings.shard_size)
     unusable = version_problem(run) or run_record_mismatch(run)
     try:
         manifest = read_manifest(location)
