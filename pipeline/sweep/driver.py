@@ -34,7 +34,7 @@ from pipeline.sweep.cluster import (
 from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.early import EarlyPlayer
 from pipeline.sweep.early import enabled as early_enabled
-from pipeline.sweep.executors import RayExecutor, ThreadExecutor, threads_for
+from pipeline.sweep.executors import executor_for, threads_for
 from pipeline.sweep.hold import take_output
 from pipeline.sweep.jobs import STOP_AHEAD, early_units, in_flight_for, provenance, tasks_left
 from pipeline.sweep.outcome import Interrupted, Outcome, summary_line
@@ -44,7 +44,7 @@ from pipeline.sweep.schedule import SPLIT_TAIL_ENV, Scheduler, split_tail_enable
 from pipeline.sweep.signals import HANDLER as SIGNALS
 from pipeline.sweep.signals import leave_strategy_threads, raise_if_stopped, stopped_by_signals
 from pipeline.sweep.state import read_state
-from pipeline.sweep.task import play_shard, write_shard
+from pipeline.sweep.task import play_shard
 from pipeline.sweep.watchdog import Watchdog
 
 # What callers (the CLI, tests, benchmarks) take from here, whichever module is their home.
@@ -300,10 +300,9 @@ class SweepRun:
         if not self.todo:
             self.log.finished("complete", self.stop_record())
             return
-        if self.executor is None and not self.on_ray:
-            # A test's task (faults.py) plays here too; the production one, as `write_shard`.
-            play = write_shard if self.task is play_shard else self.task
-            self.executor = ThreadExecutor(threads_for(self.config.ray.get("num_cpus")), play)
+        if self.executor is None:
+            num_cpus = self.config.ray.get("num_cpus")
+            self.executor = executor_for(self.on_ray, num_cpus, self.task)
         if self.cluster is not None:
             where = f"{self.cluster['cpus']:.0f} CPUs, {len(self.cluster['nodes'])} node(s)"
         else:
@@ -316,8 +315,6 @@ class SweepRun:
         play_and_record(self)
 
     def scheduler(self) -> Scheduler:
-        if self.executor is None:
-            self.executor = RayExecutor(self.task)
         return Scheduler(
             self.config,
             self.shards,

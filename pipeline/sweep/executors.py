@@ -12,6 +12,9 @@ unit no longer needed (`cancel`); `stop` ends what it still plays. Two of them:
   GIL), each unit played whole by the production task's code, so its files are the bytes a
   Ray worker writes. No Ray is imported. While a local Ray instance starts, a thread executor
   fed with the first units plays them (`early.EarlyPlayer`), and hands over to Ray.
+
+The contract is `Executor`, which both implement; `executor_for` is the one place a run's
+executor is chosen.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from pipeline.store.entries import ShardEntry
 from pipeline.store.plan import Shard
@@ -37,6 +41,7 @@ from pipeline.sweep.task import (
     kept_bytes,
     play_batches,
     play_piece,
+    play_shard,
     write_shard,
 )
 
@@ -67,6 +72,50 @@ class Partial:
 
     job: ShardJob
     played: Played
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Where a scheduler plays units (see the module): ``cpus`` units at a time, in pieces at
+    a sweep's end where ``pieces``; ``node`` is what an entry it gives lacks of where it was
+    played (empty where each names its own)."""
+
+    cpus: int
+    pieces: bool
+    node: dict
+
+    def submit(self, unit: Unit, job: ShardJob, bounds=None, played=None) -> None:
+        """Play ``unit`` (given ``bounds``, as those pieces of its batches, after what was
+        ``played`` already)."""
+
+    def results(self, seconds: float = 0.0) -> list:
+        """(unit, entry or `Partial` or the exception that ended it) of the units finished
+        since the last look, waiting up to ``seconds`` for one."""
+
+    def cancel(self, unit: Unit) -> None:
+        """Let go of ``unit``: it is not needed any more."""
+
+    def lost_nodes(self) -> list[dict]:
+        """The nodes lost since the last look."""
+
+    @property
+    def alive_count(self) -> int:
+        """The nodes it plays on."""
+
+    def here(self) -> dict:
+        """What an entry played by this process's threads says of where."""
+
+    def stop(self) -> bool:
+        """End what it still plays; whether all of it ended."""
+
+
+def executor_for(on_ray: bool, num_cpus: int | None, task=play_shard) -> Executor:
+    """A run's executor: Ray's tasks of ``task`` where it plays on Ray (connected by now),
+    else ``num_cpus`` threads of this process (`threads_for`) playing it, the production
+    task as `write_shard` (a test's task, from faults.py, as it is)."""
+    if on_ray:
+        return RayExecutor(task)
+    return ThreadExecutor(threads_for(num_cpus), write_shard if task is play_shard else task)
 
 
 def threads_for(num_cpus: int | None) -> int:
@@ -220,6 +269,13 @@ class ThreadExecutor:
 
     def lost_nodes(self) -> list[dict]:
         return []  # this process's threads: lost only with the process
+
+    @property
+    def alive_count(self) -> int:
+        return 1  # this machine
+
+    def here(self) -> dict:
+        return self.node
 
     def close(self) -> list:
         """Take no new unit, and end those being played (at their next batch, with

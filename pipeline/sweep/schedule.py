@@ -29,7 +29,7 @@ from pipeline.store.location import is_disk_full
 from pipeline.store.plan import ShardPlan
 from pipeline.sweep.cluster import error_line
 from pipeline.sweep.config import SweepConfig
-from pipeline.sweep.executors import Partial, Stopped, Unit
+from pipeline.sweep.executors import Executor, Partial, Stopped, Unit
 from pipeline.sweep.jobs import (
     STOP_AHEAD,
     Part,
@@ -117,7 +117,7 @@ class Scheduler:
         parts: list[Part],
         progress: Progress,
         outcome,
-        executor,
+        executor: Executor,
         *,
         split_tail: bool = True,
         early=None,

@@ -274,3 +274,24 @@ def test_the_threads_option_plays_without_ray(tmp_path):
         "clocksweep: error: run.executor: 'dask' is not known; allowed: ray, threads\n"
     )
     assert tomllib.loads(path.read_text())["run"]["executor"] == "threads"
+
+
+def test_both_executors_keep_the_executor_contract():
+    """The scheduler's one interface to what plays its units (`executors.Executor`), which
+    the thread and Ray executors implement: every method and attribute it names."""
+    from pipeline.sweep.executors import Executor, RayExecutor, executor_for
+
+    threads = executor_for(False, 2)
+    try:
+        assert isinstance(threads, ThreadExecutor) and isinstance(threads, Executor)
+        assert threads.cpus == 2 and threads.alive_count == 1
+        assert threads.here() == threads.node and threads.lost_nodes() == []
+    finally:
+        assert threads.stop()
+    members = [name for name in vars(Executor) if not name.startswith("_")]
+    assert {"submit", "results", "cancel", "lost_nodes", "stop", "here"} <= set(members)
+    for name in members:
+        assert callable(getattr(RayExecutor, name, None)) or isinstance(
+            getattr(RayExecutor, name, None), property
+        ), name
+    assert {"cpus", "pieces", "node"} <= set(Executor.__annotations__)
