@@ -148,6 +148,45 @@ def down_at_stop_law(ranks: int = HOUR_RANKS, suits: int = SUITS) -> dict[int, F
     }
 
 
+# --- play_out's restarts --------------------------------------------------------------------
+#
+# The chains of a deal played out read one uniformly random order of its cards, cut in turn:
+# the first at its last king (Score Four, above); a restart takes the top card of the first
+# hour clockwise with cards, q, whose pile then plays the centre's part (one visit more than
+# its cards), so that chain reads the cards left, in a uniformly random order again, until
+# the last of rank q. Order the ranks by where each one's last card lies in that order (a
+# uniformly random order of the ranks, by symmetry), the king read as the lowest rank and
+# hour h as h: the first chain ends at the king; each restart takes the lowest rank of those
+# whose last card lies further on, and its chain ends there. So the chains end exactly at the
+# right-to-left minima of a uniform random order of the ranks + 1 ranks, and restarts is
+# their number less one. A position i from the right end is such a minimum with chance 1/i,
+# independently of the others (Feller's coupling), so restarts + 1 has the law of the
+# cycles of a uniform random permutation: c(ranks + 1, k + 1) / (ranks + 1)! for k restarts,
+# c the unsigned Stirling numbers of the first kind, whatever the suits, with mean
+# H(ranks + 1) - 1 (1/2 + ... + 1/13 on the full deck, about 2.18).
+
+
+def restarts_law(ranks: int = HOUR_RANKS, suits: int = SUITS) -> dict[int, Fraction]:
+    """P(restarts = k) for `play_out`, k = 0 .. ranks (the same for any ``suits``)."""
+    ranks_in_all = ranks + 1
+    cycles = [1]  # coefficients of x (x + 1) ... (x + i - 1), lowest power first
+    for i in range(ranks_in_all):
+        cycles = [
+            (cycles[c - 1] if c else 0) + i * (cycles[c] if c < len(cycles) else 0)
+            for c in range(len(cycles) + 1)
+        ]
+    permutations = factorial(ranks_in_all)
+    law = {c - 1: Fraction(cycles[c], permutations) for c in range(1, ranks_in_all + 1)}
+    if sum(law.values()) != 1 or law[0] != Fraction(1, ranks_in_all):
+        raise AssertionError("the law of restarts does not sum to 1, or P(0) is not P(win)")
+    return law
+
+
+def restarts_mean(ranks: int = HOUR_RANKS, suits: int = SUITS) -> Fraction:
+    """E[restarts] for `play_out`: H(ranks + 1) - 1."""
+    return sum((k * chance for k, chance in restarts_law(ranks, suits).items()), Fraction(0))
+
+
 # --- The rescue ---------------------------------------------------------------------------
 #
 # Each counts-only strategy reads one summary of the counts d_1..d_ranks, built rank by rank

@@ -331,9 +331,17 @@ def write_csv(path: str, rows: list[dict]) -> None:
             writer.writerow({k: ("" if v is None else v) for k, v in clean(row).items()})
 
 
+FIT = ("chi2", "dof", "p_value")  # a distribution's fit to its exact law, on each of its rows
+
+
 def flatten(groups: list[dict], key: str = "cell") -> list[dict]:
-    """Rows of nested distributions, each with its group's name."""
-    return [{key: group[key], **row} for group in groups for row in group["rows"]]
+    """Rows of nested distributions, each with its group's name (and its fit to an exact
+    law, where it has one)."""
+    return [
+        {key: group[key], **row, **{name: group[name] for name in FIT if name in group}}
+        for group in groups
+        for row in group["rows"]
+    ]
 
 
 def claim_rows(document: dict) -> list[dict]:

@@ -410,6 +410,8 @@ class Figures:
         return out
 
     def restarts(self) -> list[dict]:
+        """`play_out`'s restarts per cell against their exact law (`odds.restarts_law`)."""
+        law = odds.restarts_law()
         out = []
         for cell in self.cells:
             if cell.variant != "play_out":
@@ -422,28 +424,19 @@ class Figures:
                     pl.col("n").sum(),
                     stray=(pl.col("stray_deaths").cast(pl.Int64) * pl.col("n")).sum(),
                 )
-                .sort("restarts")
             )
+            seen = {int(r["restarts"]): r for r in frame.iter_rows(named=True)}
             rows = [
                 {
-                    "restarts": int(r["restarts"]),
-                    "n": int(r["n"]),
-                    "stray_deaths": int(r["stray"] or 0),
+                    "restarts": k,
+                    "n": int(seen[k]["n"]) if k in seen else 0,
+                    "stray_deaths": int(seen[k]["stray"] or 0) if k in seen else 0,
+                    "exact": float(law[k]) if k in law else 0.0,
+                    "exact_fraction": odds.fraction_text(law.get(k, odds.Fraction(0))),
                 }
-                for r in frame.iter_rows(named=True)
+                for k in sorted(set(law) | set(seen))
             ]
-            total = sum(r["n"] for r in rows)
-            mean = sum(r["restarts"] * r["n"] for r in rows) / total if total else math.nan
-            out.append(
-                {
-                    "cell": cell.label,
-                    "n": total,
-                    "mean_restarts": mean,
-                    "later_deaths": sum(r["restarts"] * r["n"] for r in rows),
-                    "stray_deaths": sum(r["stray_deaths"] for r in rows),
-                    "rows": rows,
-                }
-            )
+            out.append(_restarts_record(cell, rows, law))
         return out
 
     def rescue_by_down(self) -> list[dict]:
@@ -563,6 +556,29 @@ OWN_VERDICTS = {
     "above": "ABOVE {bound}'s exact value, {value}, which it cannot beat: a fault of the "
     "engine, or a strategy that sees more than it says",
 }
+
+
+def _restarts_record(cell: Cell, rows: list[dict], law: dict) -> dict:
+    """A `play_out` cell's restarts: the counts, their mean against the exact one, and the
+    fit of the counts to the law (`stats.chisquare_gof`)."""
+    total = sum(r["n"] for r in rows)
+    later = sum(r["restarts"] * r["n"] for r in rows)
+    fit = stats.chisquare_gof(
+        {r["restarts"]: r["n"] for r in rows if r["n"]}, {k: float(p) for k, p in law.items()}
+    )
+    return {
+        "cell": cell.label,
+        "n": total,
+        "mean_restarts": later / total if total else math.nan,
+        "exact_mean": float(odds.restarts_mean()),
+        "exact_mean_fraction": odds.fraction_text(odds.restarts_mean()),
+        "chi2": fit.statistic,
+        "dof": fit.dof,
+        "p_value": fit.p_value,
+        "later_deaths": later,
+        "stray_deaths": sum(r["stray_deaths"] for r in rows),
+        "rows": rows,
+    }
 
 
 def own_strategy_line(record: dict) -> str:

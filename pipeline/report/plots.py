@@ -264,6 +264,15 @@ def restarts(play_out: list[dict]) -> bytes | None:
     for k, cell in enumerate(play_out):
         xs = [r["restarts"] + (k - (len(play_out) - 1) / 2) * width for r in cell["rows"]]
         ax.bar(xs, [r["n"] / cell["n"] for r in cell["rows"]], width=width, label=cell["cell"])
+    exact = play_out[0]["rows"]
+    ax.plot(
+        [r["restarts"] for r in exact],
+        [r["exact"] for r in exact],
+        "k_",
+        ms=14,
+        mew=1.5,
+        label="exact: c(13, k+1)/13!",
+    )
     ax.set_xlabel("restarts (0 = a standard win)")
     ax.set_ylabel("share of deals")
     _title(ax, "Play it out: restarts per deal", fontsize=10)

@@ -263,6 +263,45 @@ def _comparisons_blocks(doc: dict, image: dict) -> list[tuple]:
     return blocks
 
 
+def _restarts_blocks(dist: dict, image: dict) -> list[tuple]:
+    """`play_out`'s restarts against their exact law."""
+    blocks: list[tuple] = []
+    blocks.append(("h3", "Play it out"))
+    if "restarts.png" in image:
+        blocks.append(("img", "restarts.png", *image["restarts.png"]))
+    blocks.append(
+        (
+            "table",
+            [
+                "cell",
+                "deals",
+                "mean restarts",
+                "exact mean",
+                "chi-square vs exact law",
+                "df",
+                "p",
+                "later deaths",
+                "deaths away from the predicted pile",
+            ],
+            [
+                [
+                    d["cell"],
+                    fmt(d["n"]),
+                    fmt(d["mean_restarts"]),
+                    f"{d['exact_mean_fraction']} = {fmt(d['exact_mean'])}",
+                    fmt(d["chi2"]),
+                    fmt(d["dof"]),
+                    fmt(d["p_value"], "p"),
+                    fmt(d["later_deaths"]),
+                    fmt(d["stray_deaths"]),
+                ]
+                for d in dist["restarts"]
+            ],
+        )
+    )
+    return blocks
+
+
 def _distributions_blocks(doc: dict, image: dict) -> list[tuple]:
     blocks: list[tuple] = []
     dist = doc["distributions"]
@@ -291,31 +330,7 @@ def _distributions_blocks(doc: dict, image: dict) -> list[tuple]:
             ],
         )
     )
-    blocks.append(("h3", "Play it out"))
-    if "restarts.png" in image:
-        blocks.append(("img", "restarts.png", *image["restarts.png"]))
-    blocks.append(
-        (
-            "table",
-            [
-                "cell",
-                "deals",
-                "mean restarts",
-                "later deaths",
-                "deaths away from the predicted pile",
-            ],
-            [
-                [
-                    d["cell"],
-                    fmt(d["n"]),
-                    fmt(d["mean_restarts"]),
-                    fmt(d["later_deaths"]),
-                    fmt(d["stray_deaths"]),
-                ]
-                for d in dist["restarts"]
-            ],
-        )
-    )
+    blocks += _restarts_blocks(dist, image)
     blocks.append(("h3", "Rescues by cards left at the first death"))
     if "rescue_by_down.png" in image:
         blocks.append(("img", "rescue_by_down.png", *image["rescue_by_down.png"]))

@@ -448,3 +448,70 @@ def test_monte_carlo_reference_engine():
             ]
             ok, detail = within_four_standard_errors(chances, exact)
             assert ok, f"{cell.label}, hint: {detail}"
+
+
+# --- play_out's restarts ------------------------------------------------------------------
+
+
+def played_out(piles: list[list[int]]) -> tuple[int, int]:
+    """A deal played out by the small engine here (docs/rules.md, `play_out`): after each
+    death, a restart at the first hour with a face-down card, taking its top card. Gives
+    (restarts, deaths away from where the rules predict: the first not at the centre, a
+    later one not at its restart pile)."""
+    king = len(piles) - 1
+    restarts, stray, root, hand = 0, 0, king, king
+    while True:
+        while piles[hand]:
+            hand = piles[hand].pop(0)
+        stray += hand != root
+        hours_left = [p for p in range(king) if piles[p]]
+        if not hours_left:
+            return restarts, stray
+        restarts, root = restarts + 1, hours_left[0]
+        hand = root
+
+
+@pytest.mark.parametrize("ranks,suits", EXHAUSTIVE_DECKS)
+def test_the_law_of_restarts_holds_on_every_deal_of_small_decks(ranks, suits):
+    restarts = Counter()
+    for sequence in rank_sequences([suits] * (ranks + 1)):
+        piles = [list(sequence[p * suits : (p + 1) * suits]) for p in range(ranks + 1)]
+        count, stray = played_out(piles)
+        assert stray == 0, sequence  # every later death is at its restart pile
+        restarts[count] += 1
+    deals = sum(restarts.values())
+    law = odds.restarts_law(ranks, suits)
+    assert {k: Fraction(n, deals) for k, n in restarts.items()} == {
+        k: chance for k, chance in law.items() if chance
+    }
+    assert odds.restarts_mean(ranks, suits) == sum(
+        (Fraction(k * n, deals) for k, n in restarts.items()), Fraction(0)
+    )
+
+
+def test_the_law_of_restarts_on_the_full_deck():
+    law = odds.restarts_law()
+    assert law[0] == odds.standard_win() == Fraction(1, 13)  # no restart: a standard win
+    assert set(law) == set(range(13)) and all(chance > 0 for chance in law.values())
+    assert law[12] == Fraction(1, math.factorial(13))  # one chain for each rank, in order
+    assert odds.restarts_mean() == sum(Fraction(1, i) for i in range(2, 14))
+
+
+def test_the_kernel_restarts_as_the_law_says():
+    """200,000 deals of play_out from the kernel: each P(restarts = k) with an expected count
+    of 5 or more, and the mean, within 4 standard errors of the law (its own)."""
+    from pipeline.engine import kernel
+
+    deals = 200_000
+    counts = kernel.play(20261207, 0, deals, [rules.Cell("play_out")])["restarts"][0]
+    assert (kernel.play(20261207, 0, 1000, [rules.Cell("play_out")])["stray_deaths"] == 0).all()
+    law = odds.restarts_law()
+    for k, chance in law.items():
+        if deals * chance < 5:
+            continue
+        error = math.sqrt(float(chance * (1 - chance)) / deals)
+        share = float((counts == k).mean())
+        assert abs(share - float(chance)) <= 4 * error, (k, share, float(chance), error)
+    mean = float(odds.restarts_mean())
+    spread = math.sqrt(sum(float(p) * (k - mean) ** 2 for k, p in law.items()))
+    assert abs(float(counts.mean()) - mean) <= 4 * spread / math.sqrt(deals)

@@ -614,3 +614,30 @@ def test_a_report_on_a_run_in_progress_says_so_not_none_nor_problems(tmp_path):
     where = f"(threads of one process, clocksweep {run['clocksweep']})"
     assert line == f"- runs: from {run['started']} running on {run['host']} {where}"
     assert "None" not in line
+
+
+def test_restarts_csv_carries_the_exact_law_and_its_fit(tmp_path):
+    """Issue 48: play_out's restarts had no exact law in the report. A sweep of standard,
+    play_out and watch: restarts.csv has the derived law beside the counts (to 1e-12), and
+    the fit to it, which holds; the same counts against the law shifted by one fail it."""
+    from pipeline.engine import odds
+    from pipeline.inference import stats
+
+    grid = {"variant": ["standard", "play_out", "watch"], "strategy": ["most"]}
+    write_results(tmp_path / "res", 60_000, 20_000, "summary", grid=grid, seed=4848)
+    out = tmp_path / "report"
+    done = CliRunner().invoke(cli, ["report", str(tmp_path / "res"), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    rows = pl.read_csv(out / "restarts.csv")
+    law = odds.restarts_law()
+    assert rows["restarts"].to_list() == sorted(law)
+    for row in rows.iter_rows(named=True):
+        assert abs(row["exact"] - float(law[row["restarts"]])) < 1e-12, row
+        assert row["exact_fraction"] == odds.fraction_text(law[row["restarts"]])
+    (p_value,) = set(rows["p_value"].to_list())
+    assert p_value > 1e-3 and rows["dof"][0] >= 5, rows
+    [record] = json.loads((out / "report.json").read_text())["distributions"]["restarts"]
+    assert record["exact_mean_fraction"] == odds.fraction_text(odds.restarts_mean())
+    observed = {row["restarts"]: row["n"] for row in rows.iter_rows(named=True) if row["n"]}
+    shifted = {k + 1: float(p) for k, p in law.items()} | {0: 0.0}
+    assert stats.chisquare_gof(observed, shifted).p_value < 1e-12
