@@ -25,6 +25,29 @@ LAYERS = (
     ("cli",),  # the thin command line over the API
 )
 
+# How long a value an error line repeats may be, and the line itself: past them, a value or
+# a line is cut in its middle (`echoed`, `cut`), so that a line stays one whatever was given.
+ECHO_LIMIT = 120
+LINE_LIMIT = 1000
+
+
+def cut(text: str, limit: int = LINE_LIMIT) -> str:
+    """``text`` if it is at most ``limit`` characters, else its start and end around "..."."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 4
+    return f"{text[:head]}...{text[-tail:]}"
+
+
+def echoed(value) -> str:
+    """``value`` as a one-line error repeats it: its repr, cut past ECHO_LIMIT characters,
+    with its length."""
+    text = repr(value)
+    return (
+        text if len(text) <= ECHO_LIMIT else f"{cut(text, ECHO_LIMIT)} ({len(text):,} characters)"
+    )
+
+
 # How every one-line error of the command line begins (the CLI's, and the sweep's deadlines,
 # which end the process themselves).
 ERROR_PREFIX = "clocksweep: error: "

@@ -18,7 +18,7 @@ import sys
 
 import click
 
-from pipeline import ERROR_PREFIX, RULE_PAGES
+from pipeline import ERROR_PREFIX, RULE_PAGES, cut, echoed
 from pipeline.engine import layout_input, rules
 
 
@@ -93,7 +93,7 @@ class CleanGroup(click.Group):
             click.echo(error.ctx.get_help())  # `clocksweep` alone: the help, as --help gives it
             sys.exit(0)
         except click.ClickException as error:
-            message = error.format_message().replace("\n", " ")
+            message = cut(error.format_message().replace("\n", " "))  # what it echoes, too
             click.echo(f"{ERROR_PREFIX}{message}", err=True)
             sys.exit(2 if isinstance(error, click.UsageError) else error.exit_code)
 
@@ -115,7 +115,7 @@ def exit_interrupted(message: str, number: int) -> None:
 def parse_u64(name: str, text: str) -> int:
     # isascii: str.isdigit() also accepts digits like '²' that int() refuses or reads oddly.
     if not (text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
-        raise InputError(f"{name}: {text!r} is not an unsigned 64-bit integer (0 to 2**64-1)")
+        raise InputError(f"{name}: {echoed(text)} is not an unsigned 64-bit integer (0 to 2**64-1)")
     return int(text)
 
 
@@ -125,7 +125,7 @@ def parse_range(text: str) -> range:
     numbers = (first, last) if dash else (first,)
     if not all(part.isascii() and part.isdigit() and int(part) < 1 << 64 for part in numbers):
         raise InputError(
-            f"RANGE: {text!r} is not a deal number or FIRST-LAST range of unsigned 64-bit "
+            f"RANGE: {echoed(text)} is not a deal number or FIRST-LAST range of unsigned 64-bit "
             "integers (like 7 or 0-1999)"
         )
     if not dash:
@@ -133,7 +133,7 @@ def parse_range(text: str) -> range:
     low, high = int(first), int(last)
     if high < low:
         raise InputError(
-            f"RANGE: {text!r} ends before it starts; write FIRST-LAST with FIRST <= LAST"
+            f"RANGE: {echoed(text)} ends before it starts; write FIRST-LAST with FIRST <= LAST"
         )
     return range(low, high + 1)
 
@@ -426,7 +426,7 @@ def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | 
     if deal_range is not None:
         numbers = parse_range(deal_range)
         if len(numbers) != 1:
-            raise InputError(f"RANGE: {deal_range!r}; a layout is one deal, so one deal number")
+            raise InputError(f"RANGE: {echoed(deal_range)}; a layout is one deal number")
         number = numbers[0]
     if (seed is not None or number is not None) and count > 1:
         raise InputError(f"--seed, RANGE: name one deal, and the input holds {count} layouts")
@@ -502,7 +502,7 @@ def custom_odds(specs) -> list[dict]:
         try:
             if not strategy.counts_only:
                 raise InputError(
-                    f"--strategy: {spec!r} reads {', '.join(strategy.sees)}: only a strategy "
+                    f"--strategy: {echoed(spec)} reads {', '.join(strategy.sees)}: only a strategy "
                     "that reads the counts (and rand) has an exact value"
                 )
             records += exact.custom_exact_values(strategy)

@@ -28,6 +28,7 @@ import threading
 
 import numpy as np
 
+from pipeline import echoed
 from pipeline.engine import reach, rules
 from pipeline.engine.rules import N_HOURS, N_PILES, SEEN_COLUMNS, Custom
 
@@ -55,7 +56,7 @@ def read(spec: str, base: str = ".") -> Custom:
     match = SPEC.fullmatch(spec.strip())
     if not match:
         raise CustomError(
-            f"strategy: {spec!r} is not FILE.py:FUNCTION nor module:FUNCTION "
+            f"strategy: {echoed(spec)} is not FILE.py:FUNCTION nor module:FUNCTION "
             "(a function's name after the colon)"
         )
     where, function = match["where"], match["function"]
@@ -72,10 +73,10 @@ def _file_text(spec: str, path: str) -> str:
         with open(path, encoding="utf-8") as file:
             return file.read()
     except FileNotFoundError:
-        raise CustomError(f"strategy: {spec!r}: no file {path}") from None
+        raise CustomError(f"strategy: {echoed(spec)}: no file {path}") from None
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise CustomError(f"strategy: {spec!r}: cannot read {path}: {reason}") from None
+        raise CustomError(f"strategy: {echoed(spec)}: cannot read {path}: {reason}") from None
 
 
 def _module_text(spec: str, module: str) -> tuple[str, str]:
@@ -85,7 +86,7 @@ def _module_text(spec: str, module: str) -> tuple[str, str]:
         found = None
     if found is None or not found.origin or not found.origin.endswith(".py"):
         raise CustomError(
-            f"strategy: {spec!r}: no module {module!r} with a Python source file "
+            f"strategy: {echoed(spec)}: no module {echoed(module)} with a Python source file "
             "(name a FILE.py, or a module on the Python path)"
         )
     return found.origin, _file_text(spec, found.origin)
@@ -100,10 +101,12 @@ def from_source(spec: str, function: str, source: str, origin: str) -> Custom:
     parameters = inspect.signature(python).parameters.values()
     for parameter in parameters:
         if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            raise CustomError(f"strategy: {spec!r}: parameter {parameter.name!r} is not plain")
+            raise CustomError(
+                f"strategy: {echoed(spec)}: parameter {echoed(parameter.name)} is not plain"
+            )
         if parameter.name not in rules.SEES:
             raise CustomError(
-                f"strategy: {spec!r}: parameter {parameter.name!r} is not something a strategy "
+                f"strategy: {echoed(spec)}: parameter {echoed(parameter.name)} is not something a strategy "
                 f"sees; name its parameters from: {', '.join(rules.SEES)}"
             )
     sees = tuple(p.name for p in parameters)
@@ -129,7 +132,7 @@ def _namespace(spec: str, source: str, origin: str, digest: str) -> dict:
             exec(compile(source, filename, "exec"), namespace)
         except Exception as error:  # the user's module: any error is theirs to fix
             raise CustomError(
-                f"strategy: {spec!r}: {origin} fails to load: {_first_line(error)}"
+                f"strategy: {echoed(spec)}: {origin} fails to load: {_first_line(error)}"
             ) from None
         _namespaces[digest] = namespace
         return namespace
@@ -145,7 +148,7 @@ def _function_in(spec: str, function: str, namespace: dict, origin: str):
             if inspect.isfunction(getattr(value, "py_func", value)) and not name.startswith("_")
         )
         raise CustomError(
-            f"strategy: {spec!r}: no function {function!r} in {origin}"
+            f"strategy: {echoed(spec)}: no function {echoed(function)} in {origin}"
             + (f" (functions there: {', '.join(functions)})" if functions else "")
         )
     return found
@@ -156,7 +159,7 @@ def _reaches(spec: str, python, namespace: dict, source: str) -> str:
     try:
         return reach.digest(reach.reached(python, namespace["__name__"], source))
     except reach.StaleHelper as error:
-        raise CustomError(f"strategy: {spec!r}: {error}") from None
+        raise CustomError(f"strategy: {echoed(spec)}: {error}") from None
 
 
 def _first_line(error: BaseException) -> str:
@@ -179,7 +182,9 @@ def python_function(custom: Custom):
         if custom in _functions:
             return _functions[custom]
     if hashlib.sha256(custom.source.encode()).hexdigest() != custom.digest:
-        raise CustomError(f"strategy: {custom.name!r}: its source is not the one its digest names")
+        raise CustomError(
+            f"strategy: {echoed(custom.name)}: its source is not the one its digest names"
+        )
     namespace = _namespace(custom.spec, custom.source, custom.spec or custom.name, custom.digest)
     python = _function_in(custom.spec, custom.name, namespace, custom.spec)
     if _reaches(custom.spec, python, namespace, custom.source) != custom.reaches:
@@ -220,7 +225,7 @@ def pick_python(custom: Custom, deal: int, down: list[int], seen, bottoms, rand:
         hour = python_function(custom)(*(given[name] for name in custom.sees))
     except Exception as error:  # the user's code: whatever it raises stops the sweep
         raise rules.StrategyError(
-            f"strategy {custom.name!r} raised {_first_line(error)} on deal {deal}"
+            f"strategy {echoed(custom.name)} raised {_first_line(error)} on deal {deal}"
         ) from None
     if isinstance(hour, np.integer):
         hour = int(hour)
@@ -462,15 +467,17 @@ def _wrong_answer(strategy: Custom, hour: int, rand: float, counts: np.ndarray):
     given = {"counts": counts.copy(), "seen": np.zeros((N_PILES, SEEN_COLUMNS), dtype=np.int64)}
     given |= {"bottoms": np.zeros(N_PILES, dtype=np.int64), "rand": rand}
     where = f"counts {tuple(int(c) for c in counts)}" + (
-        f", rand {rand!r}" if "rand" in strategy.sees else ""
+        f", rand {echoed(rand)}" if "rand" in strategy.sees else ""
     )
     if hour == RAISED:
         try:
             python_function(strategy)(*(given[name] for name in strategy.sees))
         except Exception as error:  # the user's code
             return rules.StrategyError(
-                f"strategy {strategy.name!r} raised {_first_line(error)} on {where}"
+                f"strategy {echoed(strategy.name)} raised {_first_line(error)} on {where}"
             )
-        return rules.StrategyError(f"strategy {strategy.name!r} raised an error on {where}")
+        return rules.StrategyError(f"strategy {echoed(strategy.name)} raised an error on {where}")
     why = rules.pick_problem(hour, list(counts) + [0] * (N_PILES - len(counts)))
-    return rules.StrategyError(f"strategy {strategy.name!r} returned hour {hour} on {where}: {why}")
+    return rules.StrategyError(
+        f"strategy {echoed(strategy.name)} returned hour {hour} on {where}: {why}"
+    )

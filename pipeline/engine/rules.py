@@ -17,6 +17,8 @@ from fractions import Fraction
 from itertools import product
 from math import lcm
 
+from pipeline import echoed
+
 RANKS = "A23456789TJQK"
 SUITS = "CDHS"
 N_CARDS = 52
@@ -126,12 +128,12 @@ class Custom:
         if self.name in STRATEGIES:
             raise RuleError(
                 f"strategy: {self.spec or self.name!r} clashes with the built-in strategy "
-                f"{self.name!r}; rename the function"
+                f"{echoed(self.name)}; rename the function"
             )
         unknown = [name for name in self.sees if name not in SEES]
         if unknown:
             raise RuleError(
-                f"strategy: {self.name!r} asks for {unknown[0]!r}; a strategy may see "
+                f"strategy: {echoed(self.name)} asks for {echoed(unknown[0])}; a strategy may see "
                 f"{', '.join(SEES)}"
             )
 
@@ -160,7 +162,7 @@ def card_text(card: int) -> str:
 
 def parse_card(text: str) -> int:
     if len(text) != 2 or text[0] not in RANKS or text[1] not in SUITS:
-        raise ValueError(f"not a card: {text!r} (rank in {RANKS}, then suit in {SUITS})")
+        raise ValueError(f"not a card: {echoed(text)} (rank in {RANKS}, then suit in {SUITS})")
     return RANKS.index(text[0]) * 4 + SUITS.index(text[1])
 
 
@@ -181,7 +183,7 @@ def deal_position(order: str, pile: int, depth_from_top: int) -> int:
         return dealt_at * N_PILES + pile
     if order == "packets":
         return pile * PILE_SIZE + dealt_at
-    raise ValueError(f"order: {order!r}; allowed: {', '.join(ORDERS)}")
+    raise ValueError(f"order: {echoed(order)}; allowed: {', '.join(ORDERS)}")
 
 
 def lay_out(deck: list[int], order: str) -> list[list[int]]:
@@ -216,12 +218,12 @@ class Cell:
         check_choice("order", self.order, ORDERS)
         if self.custom is not None and self.strategy != self.custom.name:
             raise RuleError(
-                f"strategy: {self.strategy!r} is not the name of its function {self.custom.name!r}"
+                f"strategy: {echoed(self.strategy)} is not the name of its function {echoed(self.custom.name)}"
             )
         if self.variant in RESCUE_VARIANTS:
             if self.strategy is None:
                 raise RuleError(
-                    f"strategy: variant {self.variant!r} needs one of {', '.join(STRATEGIES)}"
+                    f"strategy: variant {echoed(self.variant)} needs one of {', '.join(STRATEGIES)}"
                 )
             if self.custom is None:
                 check_choice("strategy", self.strategy, STRATEGIES)
@@ -231,12 +233,12 @@ class Cell:
                 )
             if self.custom is not None and self.custom.reads_bottoms and self.finale != "up":
                 raise RuleError(
-                    f"strategy: {self.strategy!r} reads bottoms, the face-up bottom cards, "
+                    f"strategy: {echoed(self.strategy)} reads bottoms, the face-up bottom cards, "
                     "so it needs finale = 'up'"
                 )
         elif self.strategy is not None:
             raise RuleError(
-                f"strategy: variant {self.variant!r} has no rescue, so no strategy "
+                f"strategy: variant {echoed(self.variant)} has no rescue, so no strategy "
                 f"(strategies apply to {', '.join(RESCUE_VARIANTS)})"
             )
         if self.variant == "exchange":
@@ -244,7 +246,9 @@ class Cell:
                 object.__setattr__(self, "depth", "bottom")
             check_choice("depth", self.depth, DEPTHS)
         elif self.depth is not None:
-            raise RuleError(f"depth: only variant 'exchange' has a depth, not {self.variant!r}")
+            raise RuleError(
+                f"depth: only variant 'exchange' has a depth, not {echoed(self.variant)}"
+            )
 
     @property
     def has_rescue(self) -> bool:
@@ -279,7 +283,7 @@ class Cell:
 
 def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise RuleError(f"{name}: {value!r} is not known; allowed: {', '.join(allowed)}")
+        raise RuleError(f"{name}: {echoed(value)} is not known; allowed: {', '.join(allowed)}")
 
 
 def expand(grid: dict[str, tuple[str, ...]], customs: tuple[Custom, ...] = ()) -> list[Cell]:
@@ -373,7 +377,7 @@ def rescue_wins(
         if depth == "bottom" or down[pile] == 1:
             homes[pile] = CENTRE
         return bottoms_reach(homes, holds, CENTRE)
-    raise RuleError(f"variant {variant!r} has no rescue")
+    raise RuleError(f"variant {echoed(variant)} has no rescue")
 
 
 def winning_piles(
@@ -419,7 +423,7 @@ def choose_pile(
     if strategy in ("informed", "oracle"):
         winners = winning_piles(variant, depth, bottom_home, down)
         return winners[0] if winners else most
-    raise RuleError(f"strategy: {strategy!r} is not known; allowed: {', '.join(STRATEGIES)}")
+    raise RuleError(f"strategy: {echoed(strategy)} is not known; allowed: {', '.join(STRATEGIES)}")
 
 
 class StrategyError(RuleError):
@@ -442,7 +446,7 @@ def pick_problem(hour, down: list[int]) -> str | None:
 def strategy_error(name: str, deal: int | None, hour: object, why: str) -> StrategyError:
     """The one line a strategy that gave no rescue pile stops a sweep with."""
     where = f"deal {deal}" if deal is not None else "a deal"
-    return StrategyError(f"strategy {name!r} returned hour {hour} on {where}: {why}")
+    return StrategyError(f"strategy {echoed(name)} returned hour {hour} on {where}: {why}")
 
 
 def hint(

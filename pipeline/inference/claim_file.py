@@ -24,7 +24,7 @@ from fractions import Fraction
 from importlib import resources
 from typing import Any
 
-from pipeline import RULE_PAGES
+from pipeline import RULE_PAGES, echoed
 from pipeline.engine import rules
 from pipeline.inference import claims as vocabulary
 from pipeline.inference.claims import (
@@ -69,6 +69,12 @@ ASSERTION_KEYS = {
 }
 SHARE_ONLY, DIFFERENCE_ONLY = ("never", "always"), ("no_difference",)
 MAX_CARDS = rules.N_CARDS + 1  # a rescued win under one_swap or exchange turns 53
+# Bounds on what a report is asked to check: a file of claims is a page of sentences, not a
+# data set (the shipped files hold 11 and 14). A file at the cap is read and its claims
+# settled in a few seconds; past them the report would be no one's to read.
+MAX_FILE_MIB = 1
+MAX_FILE_BYTES = MAX_FILE_MIB * 2**20
+MAX_CLAIMS = 1000  # over every file read together
 
 
 def toml_table(axes: dict) -> str:
@@ -96,7 +102,13 @@ def read(path: str) -> tuple[Claim, ...]:
     where = rule_pages_path() if path == RULE_PAGES else path
     try:
         with open(where, "rb") as file:
-            text = file.read().decode("utf-8")
+            data = file.read(MAX_FILE_BYTES + 1)  # no more, whatever the file (a pipe, say)
+        if len(data) > MAX_FILE_BYTES:
+            raise ClaimFileError(
+                f"{path}: over {MAX_FILE_MIB} MiB; a claims file holds at most "
+                f"{MAX_FILE_BYTES:,} bytes (and {MAX_CLAIMS:,} claims over every file read)"
+            )
+        text = data.decode("utf-8")
     except OSError as error:
         raise ClaimFileError(f"{path}: cannot read: {error.strerror or error}") from None
     except UnicodeDecodeError:
@@ -107,14 +119,21 @@ def read(path: str) -> tuple[Claim, ...]:
 def read_all(paths: list[str] | tuple[str, ...]) -> tuple[Claim, ...]:
     """The claims of several files, in order; an id may appear once over all of them."""
     out: list[Claim] = []
+    ids: set[str] = set()  # (a set: a list's look-up made a large file's read quadratic)
     for path in paths:
         for claim in read(path):
-            if any(seen.id == claim.id for seen in out):
+            if len(out) == MAX_CLAIMS:
                 raise ClaimFileError(
-                    f"{path}: claim {claim.id!r}: id already used by an earlier claims file; "
+                    f"{path}: claims past the {MAX_CLAIMS:,}th of the files read; "
+                    f"expected at most {MAX_CLAIMS:,} claims over every file read together"
+                )
+            if claim.id in ids:
+                raise ClaimFileError(
+                    f"{path}: claim {echoed(claim.id)}: id already used by an earlier claims file; "
                     "expected an id unique over every file"
                 )
             out.append(claim)
+            ids.add(claim.id)
     return tuple(out)
 
 
@@ -129,19 +148,25 @@ def parse(text: str, where: str) -> tuple[Claim, ...]:
     unknown = [key for key in raw if key != "claim"]
     if unknown:
         raise ClaimFileError(
-            f"{where}: {unknown[0]!r}: unknown key; a claims file holds [[claim]] tables only"
+            f"{where}: {echoed(unknown[0])}: unknown key; a claims file holds [[claim]] tables only"
         )
     tables = raw.get("claim")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise ClaimFileError(f"{where}: no claim; expected one or more [[claim]] tables")
+    if len(tables) > MAX_CLAIMS:
+        raise ClaimFileError(
+            f"{where}: {len(tables):,} claims; a claims file holds at most {MAX_CLAIMS:,}"
+        )
     out: list[Claim] = []
+    ids: set[str] = set()
     for number, table in enumerate(tables, 1):
         claim = _Reader(where, number, table).claim()
-        if any(seen.id == claim.id for seen in out):
+        if claim.id in ids:
             raise ClaimFileError(
-                f"{where}: claim {claim.id!r}: duplicated id; expected each id once"
+                f"{where}: claim {echoed(claim.id)}: duplicated id; expected each id once"
             )
         out.append(claim)
+        ids.add(claim.id)
     return tuple(out)
 
 
@@ -159,13 +184,13 @@ class _Reader:
         claim_id = self.text("id")
         if not ID_PATTERN.fullmatch(claim_id):
             raise self.fail(
-                f"id: {claim_id!r} is not allowed; expected letters, digits, '_', '.', '-'"
+                f"id: {echoed(claim_id)} is not allowed; expected letters, digits, '_', '.', '-'"
             )
-        self.name = f"claim {claim_id!r}"
+        self.name = f"claim {echoed(claim_id)}"
         measure_name = self.text("measure")
         if measure_name not in MEASURE_KEYS:
             raise self.fail(
-                f"measure: {measure_name!r} is not known; allowed: {', '.join(MEASURE_KEYS)}"
+                f"measure: {echoed(measure_name)} is not known; allowed: {', '.join(MEASURE_KEYS)}"
             )
         allowed = CLAIM_KEYS + MEASURE_KEYS[measure_name]
         for key in self.table:
@@ -189,14 +214,14 @@ class _Reader:
             raise self.fail(f"{name}: missing; expected a text")
         value = table[key]
         if not isinstance(value, str) or not value.strip():
-            raise self.fail(f"{name}: {value!r} is not a text; expected a non-empty string")
+            raise self.fail(f"{name}: {echoed(value)} is not a text; expected a non-empty string")
         return value.strip()
 
     def integer(self, key: str, low: int, high: int) -> int:
         value = self.table.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise self.fail(
-                f"{key}: {value!r} is not allowed; expected an integer from {low} to {high}"
+                f"{key}: {echoed(value)} is not allowed; expected an integer from {low} to {high}"
             )
         return value
 
@@ -210,7 +235,7 @@ class _Reader:
             written = float(value)
         if written is None or not low <= written <= high:  # also refuses nan
             raise self.fail(
-                f"{name}: {value!r} is out of range; expected a number from {low:g} to {high:g} "
+                f"{name}: {echoed(value)} is out of range; expected a number from {low:g} to {high:g} "
                 '(e.g. 0.25, or a fraction as "1/13")'
             )
         return Value.of(written)
@@ -230,7 +255,7 @@ class _Reader:
             url = self.text("url", table, "source.url") if "url" in table else None
             if url is not None and not url.startswith(URL_SCHEMES):
                 raise self.fail(
-                    f"source.url: {url!r} is not a web address; expected http:// or https://"
+                    f"source.url: {echoed(url)} is not a web address; expected http:// or https://"
                 )
             out.append(Source(self.text("title", table, "source.title"), url))
         return tuple(out)
@@ -249,7 +274,7 @@ class _Reader:
             allowed = rules.AXES[axis]
             if not names or any(v not in allowed for v in names):
                 raise self.fail(
-                    f"{name}.{axis}: {value!r} is not known; allowed: a name or a list of: "
+                    f"{name}.{axis}: {echoed(value)} is not known; allowed: a name or a list of: "
                     + ", ".join(allowed)
                 )
             out[axis] = tuple(dict.fromkeys(names))
@@ -275,7 +300,7 @@ class _Reader:
     def allowed(self, pattern: Pattern, name: str) -> None:
         if pattern.variant in rules.RESCUE_VARIANTS and pattern.strategy is None:
             raise self.fail(
-                f"{name}.strategy: variant {pattern.variant!r} needs a strategy; allowed: "
+                f"{name}.strategy: variant {echoed(pattern.variant)} needs a strategy; allowed: "
                 + ", ".join(rules.STRATEGIES)
             )
         try:
@@ -289,7 +314,7 @@ class _Reader:
     def pick(self, default: str = "first") -> str:
         pick = self.table.get("pick", default)
         if pick not in PICKS:
-            raise self.fail(f"pick: {pick!r} is not known; allowed: {', '.join(PICKS)}")
+            raise self.fail(f"pick: {echoed(pick)} is not known; allowed: {', '.join(PICKS)}")
         return pick
 
     # --- measures (one method per measure, named as it) ----------------------------------
@@ -350,7 +375,7 @@ class _Reader:
         fact = self.table.get("fact")
         if fact not in FACTS:
             raise self.fail(
-                f"fact: {fact!r} is not a fact the records keep; allowed: {', '.join(FACTS)}"
+                f"fact: {echoed(fact)} is not a fact the records keep; allowed: {', '.join(FACTS)}"
             )
         lowest, highest, standard_only = FACTS[fact]
         bounds = self.table.get("range")
@@ -361,7 +386,7 @@ class _Reader:
             or not lowest <= bounds[0] <= bounds[1] <= highest
         ):
             raise self.fail(
-                f"range: {bounds!r} is not allowed; expected [low, high], integers with "
+                f"range: {echoed(bounds)} is not allowed; expected [low, high], integers with "
                 f"{lowest} <= low <= high <= {highest}"
             )
         cells = self.cells()
@@ -376,7 +401,7 @@ class _Reader:
         n = self.table.get("n", RUN_BLOCK)
         if n != RUN_BLOCK or isinstance(n, bool):
             raise self.fail(
-                f"n: {n!r} is not kept by the records; expected {RUN_BLOCK} (they count wins "
+                f"n: {echoed(n)} is not kept by the records; expected {RUN_BLOCK} (they count wins "
                 f"in blocks of {RUN_BLOCK} consecutive deals)"
             )
         return vocabulary.LosingRuns(self.cells(), n)
@@ -454,25 +479,29 @@ class _Reader:
     def asserts_between(self, raw, kind, span):
         bounds = raw[kind]
         if not isinstance(bounds, list) or len(bounds) != 2:
-            raise self.fail(f"asserts.between: {bounds!r} is not allowed; expected [low, high]")
+            raise self.fail(
+                f"asserts.between: {echoed(bounds)} is not allowed; expected [low, high]"
+            )
         low, high = (self.number(v, "asserts.between", *span) for v in bounds)
         if low.number >= high.number:
             raise self.fail(
-                f"asserts.between: {bounds!r}: low is not below high; expected [low, high]"
+                f"asserts.between: {echoed(bounds)}: low is not below high; expected [low, high]"
             )
         return vocabulary.Between(low, high)
 
     def asserts_no_difference(self, raw, kind, span):
         if raw[kind] is not True:
-            raise self.fail(f"asserts.no_difference: {raw[kind]!r}; expected true")
+            raise self.fail(f"asserts.no_difference: {echoed(raw[kind])}; expected true")
         side = raw.get("side", "both")
         if side not in SIDES:
-            raise self.fail(f"asserts.side: {side!r} is not known; allowed: {', '.join(SIDES)}")
+            raise self.fail(
+                f"asserts.side: {echoed(side)} is not known; allowed: {', '.join(SIDES)}"
+            )
         return vocabulary.NoDifference(self.tolerance(raw, vocabulary.TOLERANCE), side)
 
     def asserts_never(self, raw, kind, span):
         if not isinstance(raw[kind], bool):
-            raise self.fail(f"asserts.{kind}: {raw[kind]!r}; expected true or false")
+            raise self.fail(f"asserts.{kind}: {echoed(raw[kind])}; expected true or false")
         if ("chances" in raw) == ("tolerance" in raw):
             raise self.fail(
                 f"asserts.{kind}: say when none is enough: one of asserts.chances (at least "
@@ -483,7 +512,7 @@ class _Reader:
             chances = raw["chances"]
             if isinstance(chances, bool) or not isinstance(chances, int) or chances < 1:
                 raise self.fail(
-                    f"asserts.chances: {chances!r} is not allowed; expected an integer, at least 1"
+                    f"asserts.chances: {echoed(chances)} is not allowed; expected an integer, at least 1"
                 )
         share = 0 if kind == "never" else 1
         return Every(share, raw[kind], chances, self.tolerance(raw, None))

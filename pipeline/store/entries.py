@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline import echoed
+
 
 class RecordError(ValueError):
     """A manifest or run record that is not one; the message says what is wrong, in one line."""
@@ -99,7 +101,7 @@ class ShardEntry:
             raise RecordError("not an object")
         for key in cls.COUNTS:
             if not is_count(value.get(key)):
-                raise RecordError(f"its {key} is {value.get(key)!r}, not a count")
+                raise RecordError(f"its {key} is {echoed(value.get(key))}, not a count")
         if value["last"] < value["first"]:
             raise RecordError("its range ends before it starts")
         files = value.get("files")
@@ -119,7 +121,7 @@ class ShardEntry:
             if value.get(key) is not None and (
                 isinstance(value[key], bool) or not isinstance(value[key], kinds)
             ):
-                raise RecordError(f"its {key} is {value[key]!r}")
+                raise RecordError(f"its {key} is {echoed(value[key])}")
         tally = value.get("tally")
         if tally is not None and not is_tally(tally, value["deals"]):
             raise RecordError("its tally is not each cell's wins and each pair's (a_only, b_only)")
@@ -188,13 +190,15 @@ class RecordedConfig:
         for key, least in (("seed", 0), ("first", 0), ("deals", 1), ("shard_size", 1)):
             if not is_count(config.get(key), least):
                 raise RecordError(
-                    f"config.{key} is {config.get(key)!r}, not a count of at least {least}"
+                    f"config.{key} is {echoed(config.get(key))}, not a count of at least {least}"
                 )
         if config.get("record") not in ("deals", "summary"):
-            raise RecordError(f"config.record is {config.get('record')!r}, not deals or summary")
+            raise RecordError(
+                f"config.record is {echoed(config.get('record'))}, not deals or summary"
+            )
         if not isinstance(config.get("grid"), dict):
             raise RecordError(
-                f"config.grid is {config.get('grid')!r}, not a table of the grid's axes"
+                f"config.grid is {echoed(config.get('grid'))}, not a table of the grid's axes"
             )
         return cls(
             *(config[key] for key in ("seed", "first", "deals", "shard_size", "record", "grid"))
@@ -263,18 +267,18 @@ class RunRecord:
             raise RecordError("it has no config_hash")
         runs = run.get("runs", [])
         if not isinstance(runs, list) or not all(isinstance(record, dict) for record in runs):
-            raise RecordError(f"runs is {runs!r}, not a list of run records")
+            raise RecordError(f"runs is {echoed(runs)}, not a list of run records")
         for record in runs:
             ray = record.get("ray")
             if ray is not None and not (
                 isinstance(ray, dict) and isinstance(ray.get("nodes", []), list)
             ):
-                raise RecordError(f"a run's ray is {ray!r}, not a record of a Ray cluster")
+                raise RecordError(f"a run's ray is {echoed(ray)}, not a record of a Ray cluster")
         shards = run.get("shards", {"count": 1, "size": 1})
         if not isinstance(shards, dict) or not all(
             is_count(shards.get(k), 1) for k in ("count", "size")
         ):
-            raise RecordError(f"shards is {shards!r}, not an object with a count and a size")
+            raise RecordError(f"shards is {echoed(shards)}, not an object with a count and a size")
         groups = run.get("cell_groups")
         if groups is not None and not (
             isinstance(groups, list)
@@ -288,7 +292,7 @@ class RunRecord:
             and sum(g["cells"] for g in groups) == len(run["cells"])
         ):
             raise RecordError(
-                f"cell_groups is {groups!r}, not groups of cells (a count and a config hash "
+                f"cell_groups is {echoed(groups)}, not groups of cells (a count and a config hash "
                 "each) that add up to its cells"
             )
         return cls(**{key: run.get(key) for key in cls.ORDER if key in run})

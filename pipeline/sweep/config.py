@@ -45,130 +45,42 @@ be resumed from another machine but never mixed with another sweep.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 
+from pipeline import echoed
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.inference import anytime, claim_file
 from pipeline.records import identity
 from pipeline.store import credentials
 from pipeline.sweep import stopping
+from pipeline.sweep.config_keys import (  # noqa: F401 (others read some as config.X)
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_SHARD_SIZE,
+    DEFAULT_STRATEGY_SECONDS,
+    EXECUTORS,
+    FLOAT,
+    FULL_GRID,
+    GRID_AXES,
+    INT,
+    MAX_LEASE_WAIT,
+    MAX_NAME_LENGTH,
+    MAX_STRATEGY_SECONDS,
+    NAME_PATTERN,
+    NAMES,
+    OWN,
+    RECORD_MODES,
+    REQUIRED,
+    TABLE_KEYS,
+    TARGET,
+    TOP_KEYS,
+    U64_LIMIT,
+    URI_SCHEMES,
+    ConfigError,
+    kind_of,
+)
 from pipeline.sweep.stopping import StopRule
-
-U64_LIMIT = 1 << 64
-RECORD_MODES = ("deals", "summary")
-# What plays the shards: Ray's tasks (a local instance or a cluster), or threads of the
-# driver's own process (one machine, no Ray started): the same bytes either way.
-EXECUTORS = ("ray", "threads")
-URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-MAX_NAME_LENGTH = 128  # a name is a directory's (results/<name>): 255 bytes at most, often
-DEFAULT_SHARD_SIZE = 1_000_000
-DEFAULT_MAX_RETRIES = 3
-MAX_LEASE_WAIT = 86_400.0  # a day: a wait for an output beyond that is a mistake
-# A batch of a strategy of the user's takes well under a second (ROWS_PER_BATCH rows), so a
-# minute is a strategy that will not return (a loop numba cannot see is endless), not one
-# that is slow; an hour is the most a config may allow.
-DEFAULT_STRATEGY_SECONDS = 60.0
-MAX_STRATEGY_SECONDS = 3_600.0
-
-# The grid's axes: the rules' own tuples of names, and what an absent axis means.
-GRID_AXES = {axis: (rules.AXES[axis], default) for axis, default in rules.AXIS_DEFAULTS.items()}
-# Every name on every axis: the grid of every cell the rules know.
-FULL_GRID = {axis: list(names) for axis, (names, _) in GRID_AXES.items()}
-
-
-# An axis that takes more than the rules' names: strategies of the user's.
-OWN = {"strategy": "; or a strategy of your own, FILE.py:FUNCTION or module:FUNCTION"}
-
-
-class ConfigError(ValueError):
-    """A config that cannot run; the message is one line naming the key and what is allowed."""
-
-
-# --- The schema: key -> (kind, what it allows, default) -----------------------------------
-
-INT, STR, NAMES, FLOAT, TARGET = "int", "str", "names", "float", "target"
-HALF_WIDTH = f"a half-width, a fraction in ({anytime.MIN_AIM:g}, 0.5) such as 0.001 (0.1 points)"
-
-TOP_KEYS = {
-    "name": (STR, f"letters, digits, '.', '_', '-', at most {MAX_NAME_LENGTH} characters"),
-    "seed": (INT, "an unsigned 64-bit integer (0 to 2**64-1)"),
-    "deals": (INT, "a number of deals, at least 1"),
-    "first": (INT, "the first deal number, an unsigned 64-bit integer"),
-    "shard_size": (INT, "deals per shard, at least 1"),
-    "record": (STR, f"one of {', '.join(RECORD_MODES)}"),
-    "output": (STR, "a directory path or a pyarrow.fs URI (" + ", ".join(URI_SCHEMES) + ")"),
-}
-TABLE_KEYS = {
-    "grid": {
-        axis: (NAMES, f"a list of: {', '.join(names)}" + OWN.get(axis, ""))
-        for axis, (names, _) in GRID_AXES.items()
-    },
-    "ray": {
-        "address": (STR, "a Ray cluster address such as 127.0.0.1:6379, or 'auto'"),
-        "num_cpus": (INT, "CPUs for the local Ray instance, at least 1"),
-        "max_retries": (INT, "further attempts of a failed shard, 0 or more"),
-    },
-    "stop": {
-        "win_rate": (FLOAT, f"every cell's win rate to within {HALF_WIDTH}"),
-        "comparisons": (
-            TARGET,
-            f"'{stopping.DECIDED}' (every paired strategy comparison's interval excludes 0) "
-            f"or {HALF_WIDTH}",
-        ),
-        "claims": (
-            STR,
-            f"'{stopping.DECIDED}' (every claim the cells answer confirmed or refuted)",
-        ),
-        "claims_file": (
-            STR,
-            "a claims file (docs/claims.md) whose claims stop.claims decides; default: the "
-            "rule pages' claims shipped with clocksweep",
-        ),
-        "min_deals": (INT, "the fewest deals the run may stop at, from 1 to deals"),
-        "confidence": (FLOAT, "the confidence of the rule's intervals, in (0, 1), e.g. 0.95"),
-    },
-    "run": {
-        "executor": (STR, f"one of {', '.join(EXECUTORS)}"),
-        "lease_wait": (
-            FLOAT,
-            f"seconds to wait for an S3 output held by another run's lease to be free, from 0 "
-            f"(refuse at once) to {MAX_LEASE_WAIT:.0f}",
-        ),
-        "strategy_seconds": (
-            FLOAT,
-            "seconds a strategy of your own may take on one batch of deals (it is called on "
-            f"each deal's rescue) before the run stops, from 1 to {MAX_STRATEGY_SECONDS:.0f}; "
-            f"default {DEFAULT_STRATEGY_SECONDS:.0f}",
-        ),
-    },
-}
-REQUIRED = ("name", "seed", "deals")
-
-
-def kind_of(key: str) -> tuple[str, str]:
-    """The kind and the allowed values of a dotted key; ConfigError for an unknown one."""
-    table, dot, leaf = key.partition(".")
-    if not dot:
-        if key in TOP_KEYS:
-            return TOP_KEYS[key]
-        if key in TABLE_KEYS:
-            raise ConfigError(
-                f"{key}: is a table; set one of its keys "
-                f"({', '.join(f'{key}.{k}' for k in TABLE_KEYS[key])})"
-            )
-        raise ConfigError(f"{key}: unknown key; allowed: {', '.join([*TOP_KEYS, *TABLE_KEYS])}")
-    if table not in TABLE_KEYS:
-        raise ConfigError(f"{table}: unknown table; allowed: {', '.join(TABLE_KEYS)}")
-    if leaf not in TABLE_KEYS[table]:
-        raise ConfigError(
-            f"{key}: unknown key; allowed: {', '.join(f'{table}.{k}' for k in TABLE_KEYS[table])}"
-        )
-    return TABLE_KEYS[table][leaf]
-
 
 # --- The resolved config ------------------------------------------------------------------
 
@@ -302,7 +214,7 @@ def apply_override(raw: dict, override: str) -> None:
     key = key.strip()
     if not equals or not key:
         raise ConfigError(
-            f"--set: {override!r} is not KEY=VALUE (e.g. deals=1000000, grid.strategy=most,random)"
+            f"--set: {echoed(override)} is not KEY=VALUE (e.g. deals=1000000, grid.strategy=most,random)"
         )
     kind, allowed = kind_of(key)
     text = text.strip()
@@ -312,11 +224,15 @@ def apply_override(raw: dict, override: str) -> None:
         try:
             value = float(text.replace("_", ""))
         except ValueError:
-            raise ConfigError(f"{key}: {text!r} is not a number; expected {allowed}") from None
+            raise ConfigError(
+                f"{key}: {echoed(text)} is not a number; expected {allowed}"
+            ) from None
     elif kind == NAMES:
         value = [item.strip() for item in text.split(",")]
         if not text or any(not item for item in value):
-            raise ConfigError(f"{key}: {text!r} is not a comma-separated list; expected {allowed}")
+            raise ConfigError(
+                f"{key}: {echoed(text)} is not a comma-separated list; expected {allowed}"
+            )
     else:
         value = text
     table, dot, leaf = key.partition(".")
@@ -342,7 +258,7 @@ def parse_int(key: str, text: str, allowed: str) -> int:
         number = None
     if number is not None and number.is_integer() and abs(number) < 2**53:
         return int(number)
-    raise ConfigError(f"{key}: {text!r} is not an integer; expected {allowed}")
+    raise ConfigError(f"{key}: {echoed(text)} is not an integer; expected {allowed}")
 
 
 def checked_keys(raw: dict) -> None:
@@ -367,7 +283,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     checked_keys(raw)
     name = checked_str(raw, "name")
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
-        raise ConfigError(f"name: {name!r} is not allowed; expected {TOP_KEYS['name'][1]}")
+        raise ConfigError(f"name: {echoed(name)} is not allowed; expected {TOP_KEYS['name'][1]}")
     seed = checked_int(raw, "seed", 0, U64_LIMIT - 1)
     deals = checked_int(raw, "deals", 1, U64_LIMIT)
     first = checked_int(raw, "first", 0, U64_LIMIT - 1, default=0)
@@ -379,7 +295,9 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     shard_size = checked_int(raw, "shard_size", 1, U64_LIMIT, default=DEFAULT_SHARD_SIZE)
     record = checked_str(raw, "record", default="deals")
     if record not in RECORD_MODES:
-        raise ConfigError(f"record: {record!r} is not known; allowed: {', '.join(RECORD_MODES)}")
+        raise ConfigError(
+            f"record: {echoed(record)} is not known; allowed: {', '.join(RECORD_MODES)}"
+        )
     output = checked_output(checked_str(raw, "output", default=f"results/{name}"))
 
     grid_raw = raw.get("grid", {})
@@ -439,12 +357,12 @@ def checked_strategies(
             raise ConfigError(f"grid.{error}") from None
         if found.name in customs and customs[found.name] != found:
             raise ConfigError(
-                f"grid.strategy: {customs[found.name].spec!r} and {spec!r} are both named "
-                f"{found.name!r}; the strategies of a sweep need names of their own"
+                f"grid.strategy: {echoed(customs[found.name].spec)} and {echoed(spec)} are both named "
+                f"{echoed(found.name)}; the strategies of a sweep need names of their own"
             )
         if found.reads_bottoms and "up" not in finales:
             raise ConfigError(
-                f"grid.strategy: {spec!r} reads bottoms, the face-up bottom cards, which "
+                f"grid.strategy: {echoed(spec)} reads bottoms, the face-up bottom cards, which "
                 "only finale = 'up' shows; add 'up' to grid.finale"
             )
         customs[found.name] = found
@@ -480,7 +398,7 @@ def checked_executor(run_raw: dict) -> str:
     executor = checked_str(run_raw, "executor", default=EXECUTORS[0], key_name="run.executor")
     if executor not in EXECUTORS:
         raise ConfigError(
-            f"run.executor: {executor!r} is not known; allowed: {', '.join(EXECUTORS)}"
+            f"run.executor: {echoed(executor)} is not known; allowed: {', '.join(EXECUTORS)}"
         )
     return executor
 
@@ -505,7 +423,9 @@ def checked_float(raw, key, low, high, key_name, closed: bool = False) -> float:
     allowed = kind_of(key_name)[1]
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
+        raise ConfigError(
+            f"{key_name}: {echoed(value)} is a {toml_type(value)}; expected {allowed}"
+        )
     if not (low <= value <= high if closed else low < value < high):  # also refuses nan
         raise ConfigError(f"{key_name}: {value} is out of range; expected {allowed}")
     return float(value)
@@ -523,7 +443,7 @@ def checked_stop(stop_raw: dict | None, deals: int, cells) -> StopRule | None:
             comparisons = stopping.DECIDED
         elif isinstance(stop_raw["comparisons"], str):
             raise ConfigError(
-                f"stop.comparisons: {stop_raw['comparisons']!r} is not known; "
+                f"stop.comparisons: {echoed(stop_raw['comparisons'])} is not known; "
                 f"expected {kind_of('stop.comparisons')[1]}"
             )
         else:
@@ -569,7 +489,7 @@ def checked_claims(stop_raw: dict, cells) -> tuple[str | None, str | None, tuple
     claims = checked_str(stop_raw, "claims", key_name="stop.claims")
     if claims != stopping.DECIDED:
         raise ConfigError(
-            f"stop.claims: {claims!r} is not known; expected {kind_of('stop.claims')[1]}"
+            f"stop.claims: {echoed(claims)} is not known; expected {kind_of('stop.claims')[1]}"
         )
     try:
         claim_set = claim_file.read(claims_file or claim_file.RULE_PAGES)
@@ -596,7 +516,9 @@ def checked_int(raw, key, low, high, default=None, key_name=None) -> int:
         return default
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key_name}: {value!r} is a {toml_type(value)}; expected {allowed}")
+        raise ConfigError(
+            f"{key_name}: {echoed(value)} is a {toml_type(value)}; expected {allowed}"
+        )
     if not low <= value <= high:
         raise ConfigError(
             f"{key_name}: {value} is out of range {bound(low)}..{bound(high)}; expected {allowed}"
@@ -616,7 +538,7 @@ def checked_str(raw, key, default=None, key_name=None) -> str:
     value = raw[key]
     if not isinstance(value, str):
         raise ConfigError(
-            f"{key_name}: {value!r} is a {toml_type(value)}; expected {kind_of(key_name)[1]}"
+            f"{key_name}: {echoed(value)} is a {toml_type(value)}; expected {kind_of(key_name)[1]}"
         )
     return value
 
@@ -629,14 +551,14 @@ def checked_names(grid_raw: dict, axis: str) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ConfigError(
-            f"grid.{axis}: {value!r} is not a list of names; expected a list of: {', '.join(names)}"
+            f"grid.{axis}: {echoed(value)} is not a list of names; expected a list of: {', '.join(names)}"
         )
     if not value:
         raise ConfigError(f"grid.{axis}: empty; expected a list of: {', '.join(names)}")
     for item in value:
         if item not in names:
             raise ConfigError(
-                f"grid.{axis}: {item!r} is not known; allowed: {', '.join(names)}"
+                f"grid.{axis}: {echoed(item)} is not known; allowed: {', '.join(names)}"
                 + OWN.get(axis, "")
             )
     return tuple(name for name in names if name in value)
@@ -649,32 +571,36 @@ def checked_output(output: str) -> str:
         raise ConfigError(f"output: empty; expected {TOP_KEYS['output'][1]}")
     if "\0" in output:
         raise ConfigError(
-            f"output: {named!r} holds a NUL character, which no path or URI "
+            f"output: {echoed(named)} holds a NUL character, which no path or URI "
             f"can; expected {TOP_KEYS['output'][1]}"
         )
     scheme, sep, rest = output.partition("://")
     if sep and scheme not in URI_SCHEMES:
         raise ConfigError(
-            f"output: URI scheme {scheme!r} is not supported; allowed: {', '.join(URI_SCHEMES)}"
+            f"output: URI scheme {echoed(scheme)} is not supported; allowed: {', '.join(URI_SCHEMES)}"
         )
     if sep and scheme != "file":
         if not rest.split("?", 1)[0].strip("/"):
             raise ConfigError(
-                f"output: {named!r} names no bucket or path; expected {scheme}://BUCKET/PREFIX"
+                f"output: {echoed(named)} names no bucket or path; expected {scheme}://BUCKET/PREFIX"
             )
         return output  # object stores are checked when the run opens them
     path = os.path.abspath(rest if sep else output)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError(
-            f"output: {named!r} exists and is not a directory; expected a directory path"
+            f"output: {echoed(named)} exists and is not a directory; expected a directory path"
         )
     ancestor = path
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)
     if not os.path.isdir(ancestor):
-        raise ConfigError(f"output: {named!r} cannot be created: {ancestor!r} is not a directory")
+        raise ConfigError(
+            f"output: {echoed(named)} cannot be created: {echoed(ancestor)} is not a directory"
+        )
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"output: {named!r} cannot be written: no permission on {ancestor!r}")
+        raise ConfigError(
+            f"output: {echoed(named)} cannot be written: no permission on {echoed(ancestor)}"
+        )
     return output
 
 

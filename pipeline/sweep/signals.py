@@ -18,7 +18,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pipeline import ERROR_PREFIX
+from pipeline import ERROR_PREFIX, cut
 
 NAMES = (signal.SIGTERM, signal.SIGINT)
 
@@ -167,7 +167,7 @@ def end_process_after(seconds: float, message: str, status: int, before=None) ->
     def end() -> None:
         if before is not None:
             before()
-        sys.stderr.write(f"{ERROR_PREFIX}{message}\n")
+        sys.stderr.write(f"{ERROR_PREFIX}{cut(message)}\n")
         sys.stderr.flush()
         os._exit(status)
 

@@ -363,7 +363,7 @@ def malformed_cases() -> list[tuple[str, list[str], str, str]]:
         ),
         ("another seed", ["--seed", "9"], json.dumps(record), "the layout names seed"),
         ("another deal", ["6"], json.dumps(record), "the layout names deal 5"),
-        ("a range", ["--seed", str(SEED), "5-6"], " ".join(deck), "one deal number"),
+        ("a range", ["--seed", str(SEED), "5-6"], " ".join(deck), "a layout is one deal number"),
         (
             "a strategy standard does not take",
             ["--strategy", "most"],

@@ -5,6 +5,8 @@ and those written here."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -214,3 +216,45 @@ def test_the_vocabulary_is_what_the_file_reads():
     """Every measure and assertion the module defines has its keys in the file's grammar."""
     assert set(claim_file.MEASURE_KEYS) == set(vocabulary.MEASURES)
     assert set(claim_file.ASSERTION_KEYS) == set(vocabulary.ASSERTIONS)
+
+
+def claims_text(count: int, start: int = 0) -> str:
+    """``count`` copies of GOOD, each of its own id."""
+    return "".join(
+        GOOD.replace('"watch_roughly_25_to_30"', f'"claim_{n}"')
+        for n in range(start, start + count)
+    )
+
+
+def test_a_file_or_files_past_the_bounds_are_refused_in_one_line(tmp_path):
+    """Issue 45: a 10 MB file of 62,856 valid claims kept a report running past 150 s. A file
+    holds at most MAX_FILE_BYTES and MAX_CLAIMS, and the files read together MAX_CLAIMS."""
+    at_most = tmp_path / "at_most.toml"
+    at_most.write_text(claims_text(claim_file.MAX_CLAIMS))
+    assert len(claim_file.read(str(at_most))) == claim_file.MAX_CLAIMS
+    one_more = tmp_path / "one_more.toml"
+    one_more.write_text(claims_text(claim_file.MAX_CLAIMS + 1))
+    assert one_more.stat().st_size < claim_file.MAX_FILE_BYTES  # the count, not the size
+    with pytest.raises(ClaimFileError) as caught:
+        claim_file.read(str(one_more))
+    assert str(caught.value) == (f"{one_more}: 1,001 claims; a claims file holds at most 1,000")
+    big = tmp_path / "big.toml"
+    big.write_text(GOOD + "#" * claim_file.MAX_FILE_BYTES + "\n")
+    with pytest.raises(ClaimFileError, match=r"over 1 MiB; a claims file holds at most 1,048,576"):
+        claim_file.read(str(big))
+    halves = [tmp_path / "first.toml", tmp_path / "second.toml"]
+    halves[0].write_text(claims_text(600))
+    halves[1].write_text(claims_text(600, start=600))
+    with pytest.raises(ClaimFileError, match=r"second.toml: claims past the 1,000th"):
+        claim_file.read_all([str(path) for path in halves])
+
+
+def test_an_endless_claims_file_is_refused_not_read_to_its_end():
+    """Read in a process of its own, under a bound: a read to the end never ends."""
+    code = (
+        "from pipeline.inference import claim_file\n"
+        "try:\n    claim_file.read('/dev/zero')\n"
+        "except claim_file.ClaimFileError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("/dev/zero: over 1 MiB"), (done.stdout, done.stderr)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import clocksweep, config_file
 
+import pipeline
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.sweep import config
@@ -500,3 +501,23 @@ def test_address_that_answers_but_is_not_ray(base):
     assert last.startswith("clocksweep: error: --address: 127.0.0.1:")
     assert "no Ray cluster answered there within 5 s" in last
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        (
+            f"grid.strategy={'x' * 100_000}.py:f",
+            ["grid.strategy: 'xxx", "...", "(100,007 characters)"],
+        ),
+        (f"name={'n' * 5000}", ["name: 'nnn", "...", "(5,002 characters)", "at most 128"]),
+        (f"k{'k' * 5000}=1", ["...", "unknown key"]),
+    ],
+)
+def test_a_long_value_is_echoed_cut_short(base, override, words):
+    """Issue 45: a 100,000-character strategy name gave a 100,174-byte error line. A value
+    an error repeats is cut in its middle (`pipeline.echoed`), and the line too (`cut`)."""
+    path, out = base
+    result = run_cli(["run", str(path), "--set", override, "--dry-run"])
+    assert_one_line_error(result, words, out)
+    assert len(result.stderr) <= len("clocksweep: error: ") + pipeline.LINE_LIMIT + 1
