@@ -97,6 +97,7 @@ with stopped_by_signals():
         print("ready", flush=True)
         time.sleep(60)
     except KeyboardInterrupt:
+        print("cleaning up", flush=True)  # the first signal handled: the test sends more
         threading.Event().wait()  # a cleanup that never finishes
 """
 
@@ -116,7 +117,9 @@ def test_a_cleanup_that_never_finishes_is_ended_by_the_deadline(first):
     assert proc.stdout.readline() == "ready\n"
     began = time.monotonic()
     proc.send_signal(first)
-    time.sleep(0.3)
+    # Only once the first is handled: signals pending together are handled in the order of
+    # their numbers, so a SIGINT sent before the process got to a first SIGTERM came first.
+    assert proc.stdout.readline() == "cleaning up\n"
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
