@@ -1,6 +1,7 @@
 """Faults the tests inject into real sweeps on real Ray: a task that stops after its first
-batch (so that a test can kill its worker, or the driver, mid-shard) and a task that fails a
-shard every time.
+batch (so that a test can kill its worker, or the driver, mid-shard), one held there until
+the test releases it (so that what the test does mid-sweep races no clock) and a task that
+fails a shard every time.
 
 The driver runs the task its caller gives it (`driver.run(task=...)`; the CLI takes one from
 click's ``obj``), so these wrap the production task and the production job stays as it is.
@@ -25,18 +26,51 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 DRIVER = "import sys, faults; faults.drive(sys.argv[1:])"
 
 
+RELEASE = "release"  # the file, in a held task's directory, that lets it go on (`release`)
+# The longest a held task waits for its release: a test that fails before releasing or
+# killing its driver leaves no process behind for longer.
+HOLD_SECONDS = 300.0
+
+
 def pausing(seconds: float, directory: str):
     """A task that, once its first batch is written (its file exists under shards/.partial),
     writes its pid to DIRECTORY/shard-N.attempt-K.pid and waits SECONDS."""
+    return after_first_batch(directory, lambda job: time.sleep(seconds))
+
+
+def holding(first: int, directory: str):
+    """A task whose shards from index ``first`` on, once their first batch is written, write
+    their pid (as `pausing`: the file says the shard is held now) and wait until the test
+    writes DIRECTORY/release (`release`); the shards before ``first`` play through. What a
+    test sees while one is held waits on no clock: the shards before it are committed (in
+    the driver's next manifest write), none after it is."""
+
+    def wait(job) -> None:
+        until = time.monotonic() + HOLD_SECONDS
+        while not os.path.exists(f"{directory}/{RELEASE}") and time.monotonic() < until:
+            time.sleep(0.02)
+
+    return after_first_batch(directory, wait, first)
+
+
+def release(directory) -> None:
+    """Let every task `holding` waits in ``directory`` go on."""
+    with open(f"{directory}/{RELEASE}", "w"):
+        pass
+
+
+def after_first_batch(directory: str, wait, first: int = 0):
+    """A task that, once the first batch of a shard of index ``first`` or later is written,
+    writes its pid to DIRECTORY/shard-N.attempt-K.pid and calls ``wait(job)``."""
 
     def hold(job, start: int) -> None:
-        if start:
+        if start or job.shard.index < first:
             return
         path = f"{directory}/shard-{job.shard.index}.attempt-{job.attempt}.pid"
         with open(path + ".tmp", "w") as file:
             file.write(str(os.getpid()))
         os.replace(path + ".tmp", path)
-        time.sleep(seconds)
+        wait(job)
 
     def task(job, after_batch=None) -> dict:  # ``after_batch``: the thread executor's
         def then(job, start: int) -> None:
@@ -67,11 +101,15 @@ def played(job, after_batch=None):
 
 
 def task_of(fault: str):
-    """The task a fault names: ``pause=SECONDS:DIR``, ``fail=N`` or ``none``."""
+    """The task a fault names: ``pause=SECONDS:DIR``, ``hold=FIRST:DIR``, ``fail=N`` or
+    ``none``."""
     kind, _, value = fault.partition("=")
     if kind == "pause":
         seconds, _, directory = value.partition(":")
         return pausing(float(seconds), directory)
+    if kind == "hold":
+        first, _, directory = value.partition(":")
+        return holding(int(first), directory)
     if kind == "fail":
         return failing(int(value))
     return play_shard
@@ -121,14 +159,18 @@ def paused_driver(config_file, out, pids, pause: float, env: dict | None = None)
     """A driver process playing on one thread of its own, no Ray (what is tested is the
     driver, not Ray), whose shards write their pid into the directory ``pids`` and pause
     ``pause`` s after their first batch: a test may kill it mid-sweep."""
-    return driver(
-        config_file,
-        out,
-        "run.executor=threads",
-        "ray.num_cpus=1",
-        fault=f"pause={pause}:{pids}",
-        env=env,
-    )
+    return threads_driver(config_file, out, f"pause={pause}:{pids}", env)
+
+
+def held_driver(config_file, out, pids, first: int, env: dict | None = None):
+    """`paused_driver`, but its shards from index ``first`` on are held (`holding`) until the
+    test calls ``release(pids)`` or kills it: what the test does mid-sweep races no clock."""
+    return threads_driver(config_file, out, f"hold={first}:{pids}", env)
+
+
+def threads_driver(config_file, out, fault: str, env: dict | None = None):
+    """A driver process with ``fault`` on one thread of its own, no Ray."""
+    return driver(config_file, out, "run.executor=threads", "ray.num_cpus=1", fault=fault, env=env)
 
 
 def committed_while_running(proc, count_committed, at_least: int, timeout: float = 180) -> int:

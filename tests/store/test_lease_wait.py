@@ -22,7 +22,7 @@ import threading
 import time
 
 import pytest
-from faults import committed_while_running, driver, paused_driver
+from faults import committed_while_running, driver, held_driver
 from helpers import sweep_cli
 from rows import kernel_rows
 from s3_store import Watched, last_error_line, rows_at, serving
@@ -76,10 +76,11 @@ def countdown_of(uri: str, host: str, pid) -> str:
 
 
 def killed_mid_sweep(s3, config, prefix: str, tmp_path) -> int:
-    """A driver killed by SIGKILL once two shards are committed; gives its pid."""
+    """A driver killed by SIGKILL once two shards are committed (it holds the third until
+    then); gives its pid."""
     pids = tmp_path / "pids"
     pids.mkdir()
-    first = paused_driver(config, s3.uri(prefix), pids, 0.8, {store_lease.LEASE_ENV: DRIVER_LEASE})
+    first = held_driver(config, s3.uri(prefix), pids, 2, {store_lease.LEASE_ENV: DRIVER_LEASE})
     try:
         committed_while_running(first, lambda: committed(s3, prefix), 2)
         assert first.poll() is None, first.communicate()[1]
@@ -201,7 +202,7 @@ def test_a_live_driver_on_this_host_is_refused_at_once(s3, config, tmp_path, mon
     pids = tmp_path / "pids"
     pids.mkdir()
     env = {store_lease.LEASE_ENV: DRIVER_LEASE}
-    first = paused_driver(config, uri, pids, 3, env)
+    first = held_driver(config, uri, pids, 1, env)  # shard 1 held until it is killed
     try:
         committed_while_running(first, lambda: committed(s3, prefix), 1)
         assert first.poll() is None, first.communicate()[1]
