@@ -289,7 +289,12 @@ def test_readers_see_only_committed_files_after_driver_kill(tmp_path):
                 break
             time.sleep(0.02)
         proc.wait(timeout=30)
-        time.sleep(3.0)  # tasks that outlive their driver would finish their shard by now
+        # Until every process of the instance has ended (the watchdog ends them): a task
+        # that outlived its driver could write nothing more after that, on any load. (A
+        # fixed wait let one still playing, slowed by load, write after the look.)
+        deadline = time.monotonic() + 60
+        while processes_mentioning(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
         stop(proc)
         end_ray(ray_tmp)
