@@ -132,11 +132,15 @@ def test_a_cleanup_that_never_finishes_is_ended_by_the_deadline(first):
     ]
 
 
+STUCK = threading.Event()  # set once a thread is stuck in `StuckCells`
+
+
 class StuckCells(tuple):
     """Cells whose count is never given: a job of them waits for ever as it begins (as a
     thread caught on a lock no one will release)."""
 
     def __len__(self):
+        STUCK.set()
         threading.Event().wait()
 
 
@@ -152,7 +156,7 @@ def test_the_early_player_stops_within_its_wait_when_a_thread_is_stuck(tmp_path)
         attempt=1,
     )
     player = EarlyPlayer(iter([((0, 0), job)]), threads=1)
-    time.sleep(0.2)
+    assert STUCK.wait(60), "the player's thread never began the unit"
     ended = []
     stopper = threading.Thread(target=lambda: ended.append(player.stop(seconds=2)), daemon=True)
     began = time.monotonic()
