@@ -20,6 +20,7 @@ import click
 
 from pipeline import ERROR_PREFIX, RULE_PAGES, cut, echoed
 from pipeline.engine import layout_input, rules
+from pipeline.engine import odds as exact  # light: fractions and the rules
 
 
 class InputError(click.ClickException):
@@ -464,37 +465,25 @@ def check_random_draw(where: str, strategy: str, given, deal_seed, deal_number) 
     help="A strategy of your own that reads only the counts (and rand): its exact values "
     "instead, for each rescue. Repeat for more.",
 )
-def odds(as_json, strategies):
+@click.option(
+    "--law",
+    type=click.Choice(list(exact.LAWS)),
+    help="The exact law of a measure of a deal instead: each value's chance.",
+)
+def odds(as_json, strategies, law):
     """Exact values the sweeps are checked against, as reduced fractions."""
-    from pipeline.engine import odds as exact
-
-    records = exact.exact_values() if not strategies else custom_odds(strategies)
-    if as_json:
-        for record in records:
-            click.echo(json.dumps(record))
-        return
+    if law:
+        records = exact.law_records(law)
+    else:
+        records = exact.exact_values() if not strategies else custom_odds(strategies)
     for record in records:
-        value = record["exact"]
-        numerator, _, denominator = value.partition("/")
-        decimal = int(numerator) / int(denominator or 1)
-        who = " ".join(
-            filter(
-                None,
-                (
-                    record["variant"],
-                    record["strategy"],
-                    record["depth"] and f"depth={record['depth']}",
-                ),
-            )
-        )
-        click.echo(f"{who:<32} {record['quantity']:<20} {value:>48}  = {decimal:.10f}")
+        click.echo(json.dumps(record) if as_json else exact.record_line(record))
 
 
 def custom_odds(specs) -> list[dict]:
     """The exact values of strategies of the user's (`odds --strategy`); InputError, one
     line, for one that cannot be played or reads more than the counts."""
     from pipeline.engine import custom
-    from pipeline.engine import odds as exact
 
     records = []
     for spec in specs:

@@ -16,7 +16,7 @@ from test_layers import modules
 MAX_MODULE_LINES = 700
 MAX_PARAMETERS = 8
 LONGER_FOR_NOW = {
-    "pipeline.cli": 733,
+    "pipeline.cli": 722,
     "pipeline.report.claims": 740,
     "pipeline.inference.claims": 787,
     "pipeline.records.dealfile": 805,

@@ -520,6 +520,37 @@ def bound_of(cell: Cell) -> tuple[str, Fraction] | None:
     return best, rescue_win(best, depth=depth)
 
 
+# The exact laws of a deal's measures, by measure: the law, and the cells it holds on.
+LAWS = {
+    "cards_turned": (cards_turned_law, "standard"),
+    "down_at_stop": (down_at_stop_law, "every cell (the chain to the first death is standard's)"),
+    "restarts": (restarts_law, "play_out"),
+}
+
+
+def law_records(measure: str) -> list[dict]:
+    """The exact law of ``measure`` (one of `LAWS`), a record per value, as `clocksweep odds
+    --law` prints them: the value, its chance as a reduced fraction, and the cells."""
+    law, cells = LAWS[measure]
+    return [
+        {"measure": measure, "cells": cells, "value": value, "exact": fraction_text(chance)}
+        for value, chance in sorted(law().items())
+        if chance
+    ]
+
+
+def record_line(record: dict) -> str:
+    """A record of `exact_values` or `law_records` as `clocksweep odds` prints it: who and
+    what, the reduced fraction, and its decimal."""
+    numerator, _, denominator = record["exact"].partition("/")
+    decimal = int(numerator) / int(denominator or 1)
+    if "measure" in record:
+        return f"{record['value']:>3}  {record['exact']:>48}  = {decimal:.12f}"
+    depth = record["depth"] and f"depth={record['depth']}"
+    who = " ".join(filter(None, (record["variant"], record["strategy"], depth)))
+    return f"{who:<32} {record['quantity']:<20} {record['exact']:>48}  = {decimal:.10f}"
+
+
 def fraction_text(value: Fraction) -> str:
     """A fraction as the reduced string "a/b" (denominator always written)."""
     return f"{value.numerator}/{value.denominator}"

@@ -292,6 +292,24 @@ def test_odds_table():
     assert "1/13" in result.stdout
 
 
+@pytest.mark.parametrize("measure", ["cards_turned", "down_at_stop", "restarts"])
+def test_odds_prints_the_law_of_a_measure(measure):
+    """Issue 48: `odds --law` prints a measure's exact law, a value a line, as fractions."""
+    from pipeline.engine import odds
+
+    law, _ = odds.LAWS[measure]
+    records = [
+        json.loads(line) for line in run("odds", "--law", measure, "--json").stdout.splitlines()
+    ]
+    assert {r["value"]: Fraction(r["exact"]) for r in records} == {
+        value: chance for value, chance in law().items() if chance
+    }
+    lines = run("odds", "--law", measure).stdout.splitlines()
+    assert len(lines) == len(records) and lines[0].split()[1] == records[0]["exact"]
+    wrong = run("odds", "--law", "hint")
+    assert wrong.exit_code == 2 and "cards_turned" in wrong.stderr
+
+
 FUNCTIONS = REPO / "tests" / "engine" / "builtins_as_functions.py"
 
 
