@@ -24,7 +24,7 @@ from pipeline.inference.claims import Claim
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
 from pipeline.report import plots
-from pipeline.report.figures import Z_FLAG, Figures, make_replay
+from pipeline.report.figures import Z_FLAG, Figures, make_replay, off_their_laws
 from pipeline.report.reading import Loaded, ReportError, load
 from pipeline.report.render import document_blocks, to_html, to_markdown
 from pipeline.store import credentials, layout
@@ -45,6 +45,7 @@ DOCUMENT_KEYS = (
     "best_strategies",
     "own_strategies",
     "claims",
+    "laws_disagree",
     "distributions",
     "hint_calibration",
     "notes",
@@ -171,6 +172,7 @@ def compose(
         },
         "hint_calibration": figures.hint_calibration(),
     }
+    document["laws_disagree"] = off_their_laws(document["distributions"])
     finish_plots = start_plots(document) if start_plots is not None else None
     laps.lap("figures")
     checked = claim_rules.assess(figures, claims)

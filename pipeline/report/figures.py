@@ -25,6 +25,22 @@ from pipeline.report.reading import Loaded, run_cells
 from pipeline.store.entries import RunRecord, ShardEntry
 
 Z_FLAG = 4.0
+# A distribution whose counts fit its exact law with a chi-square p below this is flagged on
+# the report's first screen: on a sweep of any size, the engine or the law is then wrong
+# (a right one is flagged once in a million reports).
+P_FLAG = 1e-6
+# The distributions with an exact law, by their name in report.json's ``distributions``.
+WITH_LAWS = ("cards_turned", "down_at_stop", "restarts")
+
+
+def off_their_laws(distributions: dict) -> list[dict]:
+    """The distributions whose counts disagree with their exact law (p below P_FLAG)."""
+    return [
+        {"distribution": name, "cell": d["cell"], "n": d["n"], "p_value": d["p_value"]}
+        for name in WITH_LAWS
+        for d in distributions[name]
+        if d["p_value"] < P_FLAG
+    ]
 
 
 # Exact values are rationals computed by counting: compute each once per process.

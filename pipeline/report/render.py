@@ -12,7 +12,7 @@ import math
 
 from pipeline.inference import stats
 from pipeline.report import claims as claim_rules
-from pipeline.report.figures import Z_FLAG
+from pipeline.report.figures import P_FLAG, Z_FLAG
 
 
 def fmt(value, kind: str = "") -> str:
@@ -48,6 +48,7 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
             f"{prov['shards_planned']} planned shards read.",
         )
     )
+    blocks += [("p", line) for line in laws_disagree_lines(doc)]
     blocks += _stopping_blocks(doc, image)
     blocks += _claims_blocks(doc, image)
     blocks += _best_strategies_blocks(doc, image)
@@ -59,6 +60,20 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     blocks += _provenance_blocks(doc, image)
     blocks += _notes_blocks(doc, image)
     return blocks
+
+
+def laws_disagree_lines(doc: dict) -> list[str]:
+    """The report's first warning, where a distribution disagrees with its exact law."""
+    off = doc["laws_disagree"]
+    if not off:
+        return []
+    return [
+        f"{len(off)} distribution(s) off their exact law (chi-square p < {P_FLAG:g}: the "
+        "engine or the law is wrong): "
+        + "; ".join(
+            f"{d['distribution']} of {d['cell']} (p {stats.p_text(d['p_value'])})" for d in off[:5]
+        )
+    ]
 
 
 def _stopping_blocks(doc: dict, image: dict) -> list[tuple]:
@@ -517,6 +532,7 @@ def terminal_summary(doc: dict, directory: str) -> str:
             f"  {prov['shards_not_read_count']:,} shard(s) not read"
             + (f"; {len(problems)} problem(s): {problems[0]}" if problems else "")
         )
+    lines += [f"  {line}" for line in laws_disagree_lines(doc)]
     flagged = [c for c in doc["cells"] if c["flag"]]
     if flagged:
         lines.append(

@@ -641,3 +641,26 @@ def test_restarts_csv_carries_the_exact_law_and_its_fit(tmp_path):
     observed = {row["restarts"]: row["n"] for row in rows.iter_rows(named=True) if row["n"]}
     shifted = {k + 1: float(p) for k, p in law.items()} | {0: 0.0}
     assert stats.chisquare_gof(observed, shifted).p_value < 1e-12
+
+
+def test_a_distribution_off_its_exact_law_is_flagged_first(tmp_path, monkeypatch):
+    """Issue 48: a distribution that disagrees with its law means the engine or the law is
+    wrong, and the report says so first. The same fixed-seed sweep with the right law of
+    restarts has no flag; with the law shifted by one, restarts is flagged on the terminal
+    and first in report.md."""
+    from pipeline.engine import odds
+
+    grid = {"variant": ["standard", "play_out"]}
+    write_results(tmp_path / "res", 20_000, 10_000, "summary", grid=grid, seed=4849)
+    right = report.build(str(tmp_path / "res"), replay=0, out=str(tmp_path / "a"))
+    assert right.document["laws_disagree"] == []
+    law = odds.restarts_law()
+    monkeypatch.setattr(odds, "restarts_law", lambda *deck: {k + 1: p for k, p in law.items()})
+    done = CliRunner().invoke(cli, ["report", str(tmp_path / "res"), "--out", str(tmp_path / "b")])
+    assert done.exit_code == 0, done.output
+    document = json.loads((tmp_path / "b" / "report.json").read_text())
+    [off] = document["laws_disagree"]
+    assert off["distribution"] == "restarts" and off["p_value"] < 1e-6, off
+    assert "1 distribution(s) off their exact law" in done.stdout.splitlines()[1]
+    markdown = (tmp_path / "b" / "report.md").read_text().split("\n\n")
+    assert markdown[2].startswith("1 distribution(s) off their exact law"), markdown[:3]

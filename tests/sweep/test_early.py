@@ -361,7 +361,9 @@ def test_the_sweeps_end_in_pieces_writes_the_bytes_of_whole_shards(tmp_path):
             time.sleep(0.01)
         assert killed is not None, "no piece was seen playing"
         os.kill(killed, signal.SIGKILL)
-        _, said = proc.communicate(timeout=240)
+        # A bound on a hang, not on speed: its 80 million deal-cells beside two busy loops
+        # and the suite's other processes on two cores took over 240 s.
+        _, said = proc.communicate(timeout=600)
     finally:
         end_processes(marker, remove=True)
     assert proc.returncode == 0, said
