@@ -53,6 +53,8 @@ from pipeline.sweep.task import (
 
 MANIFEST_INTERVAL = 1.0  # seconds between manifest writes while shards complete
 EARLY_POLL = 0.05  # seconds between looks at the early player's last unit
+# What `on_error` raises to stop the run: a strategy's fault, its time, a full disk.
+RUN_STOPPING = (rules.StrategyError, layout.StoreError)  # StrategyTimeout is a StrategyError
 
 # The end of a sweep: a unit handed to Ray with fewer units than the cluster has CPUs left
 # after it is played in this many pieces (`task.play_piece`), so that no worker idles long
@@ -173,10 +175,7 @@ class Scheduler:
             return self.idle(pause)
         held = any(executor is self.early for executor in self.pending.values())
         # While the early player is on its last unit, its end is looked for often.
-        for executor, unit, result in self.results(
-            min(EARLY_POLL if held else PROGRESS_INTERVAL, pause)
-        ):
-            self.on_result(executor, unit, result)
+        self.take(self.results(min(EARLY_POLL if held else PROGRESS_INTERVAL, pause)))
         self.flush(at_most_every=MANIFEST_INTERVAL)
         if self.manifest.stop_at is not None and self.on_stopping_point():
             return False
@@ -319,6 +318,18 @@ class Scheduler:
         self.unhanded -= early.started
         for unit, result in early.results(0):
             self.on_result(early, unit, result)
+
+    def take(self, came: list) -> None:
+        """Each result that came back; an error that stops the run is raised once the others
+        are taken, so that shards played beside the one that failed are committed, not lost."""
+        stopping = None
+        for executor, unit, result in came:
+            try:
+                self.on_result(executor, unit, result)
+            except RUN_STOPPING as error:
+                stopping = stopping or error
+        if stopping is not None:
+            raise stopping
 
     def on_result(self, executor, unit: Unit, result) -> None:
         """What came back for ``unit``: an entry, the exception that ended its attempt, or
