@@ -18,15 +18,20 @@ import sys
 
 import click
 
-from pipeline import ERROR_PREFIX, RULE_PAGES, cut, echoed
-from pipeline.engine import layout_input, rules
+from pipeline import ERROR_PREFIX, RULE_PAGES, cut
+from pipeline.cli_input import (
+    InputError,
+    checked_strategy_name,
+    make_cell,
+    parse_range,
+    parse_u64,
+    played,
+    read_counts_only,
+    strategy_fields,
+)
+from pipeline.cli_layout import deal_from_layout
+from pipeline.engine import laws, layout_input, rules
 from pipeline.engine import odds as exact  # light: fractions and the rules
-
-
-class InputError(click.ClickException):
-    """Bad input from the user: reported as one line, exit status 2."""
-
-    exit_code = 2
 
 
 class Failed(click.ClickException):
@@ -111,39 +116,6 @@ def exit_interrupted(message: str, number: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(128 + number)
-
-
-def parse_u64(name: str, text: str) -> int:
-    # isascii: str.isdigit() also accepts digits like '²' that int() refuses or reads oddly.
-    if not (text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
-        raise InputError(f"{name}: {echoed(text)} is not an unsigned 64-bit integer (0 to 2**64-1)")
-    return int(text)
-
-
-def parse_range(text: str) -> range:
-    """A deal range: ``7`` or ``0-1999`` (inclusive)."""
-    first, dash, last = text.partition("-")
-    numbers = (first, last) if dash else (first,)
-    if not all(part.isascii() and part.isdigit() and int(part) < 1 << 64 for part in numbers):
-        raise InputError(
-            f"RANGE: {echoed(text)} is not a deal number or FIRST-LAST range of unsigned 64-bit "
-            "integers (like 7 or 0-1999)"
-        )
-    if not dash:
-        return range(int(first), int(first) + 1)
-    low, high = int(first), int(last)
-    if high < low:
-        raise InputError(
-            f"RANGE: {echoed(text)} ends before it starts; write FIRST-LAST with FIRST <= LAST"
-        )
-    return range(low, high + 1)
-
-
-def make_cell(**choices) -> rules.Cell:
-    try:
-        return rules.Cell(**choices)
-    except rules.RuleError as error:
-        raise InputError(str(error)) from None
 
 
 def choice_option(name: str, allowed: tuple[str, ...], default, help_text: str):
@@ -260,41 +232,6 @@ def deal(
         show_deal(seed, number, order, finale, cell, as_json)
 
 
-def checked_strategy_name(value: str | None) -> str | None:
-    """``--strategy``: a built-in's name, checked as the rules check it, or a strategy of
-    the user's (``WHERE:FUNCTION``), read later (`strategy_fields`): its compile takes a
-    second, after the cheaper checks."""
-    from pipeline.engine import custom
-
-    if value is not None and not custom.is_custom(value):
-        try:
-            rules.check_choice("strategy", value, rules.STRATEGIES)
-        except rules.RuleError as error:
-            raise InputError(f"{error}, or FILE.py:FUNCTION for one of your own") from None
-    return value
-
-
-def read_strategy(spec: str) -> rules.Custom:
-    """The strategy of the user's ``--strategy`` names (relative to the working directory),
-    read, checked and compiled as a config's are; InputError with the config's message."""
-    from pipeline.engine import custom
-
-    try:
-        return custom.read(spec, os.getcwd())
-    except custom.CustomError as error:
-        raise InputError(f"--{error}") from None
-
-
-def strategy_fields(strategy: str | None) -> dict:
-    """A cell's ``strategy`` and ``custom`` for ``--strategy``'s value."""
-    from pipeline.engine import custom
-
-    if strategy is None or not custom.is_custom(strategy):
-        return {"strategy": strategy}
-    mine = read_strategy(strategy)
-    return {"strategy": mine.name, "custom": mine}
-
-
 def show_deal(seed: int, number: int, order: str, finale: str, cell, as_json: bool) -> None:
     """One deal by number: its JSON line, or its clock face (and its replay under ``cell``)."""
     from pipeline.engine import deals, display, reference
@@ -316,145 +253,6 @@ def show_deal(seed: int, number: int, order: str, finale: str, cell, as_json: bo
         click.echo(played(display.replay, seed, number, cell))
 
 
-def played(play, *arguments):
-    """What ``play(*arguments)`` gives; InputError, one line, if a strategy of the user's it plays
-    names no pile holding cards or raises (`rules.StrategyError`)."""
-    try:
-        return play(*arguments)
-    except rules.StrategyError as error:
-        raise InputError(str(error)) from None
-
-
-def read_text(path: str, name: str) -> str:
-    """A file's text, or standard input's for ``-``, as UTF-8 (a byte-order mark dropped);
-    one line if it cannot be read or holds more than layout_input.MAX_INPUT_BYTES."""
-    source = source_named(path)
-    limit = layout_input.MAX_INPUT_BYTES
-    try:
-        # One byte past the limit tells a larger input, however long, from one at the limit.
-        if path == "-":
-            data = standard_input(name).read(limit + 1)
-        else:
-            with open(path, "rb") as file:
-                data = file.read(limit + 1)
-    except OSError as error:
-        raise InputError(f"{name}: {source}: {error.strerror or error}") from None
-    if len(data) > limit:
-        raise InputError(
-            f"{name}: {source}: too large; {name} reads at most {layout_input.MAX_INPUT_TEXT}"
-        )
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"{name}: {source}: not UTF-8 text (byte {error.start}: {error.reason}); "
-            "expected a layout as `deal --json` prints it, or 52 cards"
-        ) from None
-
-
-def source_named(path: str) -> str:
-    return "standard input" if path == "-" else path
-
-
-def standard_input(name: str):
-    """Standard input's bytes; one line if the process has none (started with it closed,
-    Python's sys.stdin is None)."""
-    stream = getattr(sys.stdin, "buffer", None)
-    if stream is None:
-        raise InputError(f"{name}: standard input: closed; pipe the input in, or give a FILE")
-    return stream
-
-
-def deal_from_layout(
-    path, seed_text, deal_range, order, reverse, variant, strategy, finale, depth, as_json
-):
-    """`deal --layout`: check the layouts a user brings, then draw each and replay it under a
-    cell. Every layout is checked before anything is printed."""
-    from pipeline.engine import display, reference
-
-    try:
-        layouts = layout_input.parse(read_text(path, "--layout"), order, reverse)
-    except layout_input.LayoutError as error:
-        raise InputError(str(error)) from None
-    seed, number = deal_named_beside_layouts(seed_text, deal_range, len(layouts))
-    strategy_cell = strategy_fields(strategy)
-    plays = []
-    for at, given in enumerate(layouts, 1):
-        where = f"layout {at}: " if len(layouts) > 1 else ""
-        if seed is not None and given.seed not in (None, seed):
-            raise InputError(f"--seed: {seed}, but the layout names seed {given.seed}")
-        if number is not None and given.deal not in (None, number):
-            raise InputError(f"RANGE: deal {number}, but the layout names deal {given.deal}")
-        deal_seed = given.seed if seed is None else seed
-        deal_number = given.deal if number is None else number
-        cell = make_cell(
-            variant=variant or "standard",
-            finale=finale,
-            order=given.order or order,
-            depth=depth,
-            **strategy_cell,
-        )
-        if cell.strategy == "random" or (cell.custom and "rand" in cell.custom.sees):
-            check_random_draw(where, cell.strategy, given, deal_seed, deal_number)
-        plays.append((given, cell, deal_seed, deal_number))
-    # Every layout played before anything is printed: a strategy of the user's may refuse one.
-    results = []
-    for given, cell, deal_seed, deal_number in plays:
-        table = reference.Table(down=[list(pile) for pile in given.piles])
-        result = played(reference.play, deal_seed or 0, deal_number or 0, cell, table)
-        results.append((table, result))
-    for (given, cell, deal_seed, deal_number), (table, result) in zip(plays, results):
-        if as_json:
-            click.echo(json.dumps(result.record.row(cell, deal_seed, deal_number)))
-            continue
-        named = (
-            f"seed {deal_seed}, deal {deal_number}"
-            if deal_seed is not None and deal_number is not None
-            else "a deal"
-        )
-        click.echo(f"{named} from {source_named(path)}, order {cell.order}")
-        piles = [list(pile) for pile in given.piles]
-        click.echo(display.clock_face(piles, finale_up=finale == "up"))
-        click.echo(display.replay_text(cell, table, result))
-
-
-def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | None, int | None]:
-    """The seed and deal number given beside `--layout` (None where not given), refused unless
-    they name one deal of an input of one layout."""
-    seed = number = None
-    if seed_text is not None:
-        seed = parse_u64("--seed", seed_text)
-    if deal_range is not None:
-        numbers = parse_range(deal_range)
-        if len(numbers) != 1:
-            raise InputError(f"RANGE: {echoed(deal_range)}; a layout is one deal number")
-        number = numbers[0]
-    if (seed is not None or number is not None) and count > 1:
-        raise InputError(f"--seed, RANGE: name one deal, and the input holds {count} layouts")
-    return seed, number
-
-
-def check_random_draw(where: str, strategy: str, given, deal_seed, deal_number) -> None:
-    """Refuse `--strategy random` (or one of the user's that reads `rand`) on a layout whose
-    draw cannot be made as a sweep makes it: without the deal's seed and number, or from
-    another deal scheme."""
-    from pipeline.engine import deals
-
-    draws = "pick" if strategy == "random" else "rand"
-    if deal_seed is None or deal_number is None:
-        raise InputError(
-            f"{where}--strategy {strategy}: its {draws} is drawn from the deal's seed and "
-            "number; give --seed S and the deal number, or a layout from `deal --json`, "
-            "which names them"
-        )
-    if given.scheme not in (None, deals.SCHEME_VERSION):
-        raise InputError(
-            f"{where}--strategy {strategy}: the layout names deal scheme "
-            f"{layout_input.shortened(given.scheme)}, "
-            f"and this version draws from scheme {deals.SCHEME_VERSION}"
-        )
-
-
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per value.")
 @click.option(
@@ -467,37 +265,31 @@ def check_random_draw(where: str, strategy: str, given, deal_seed, deal_number) 
 )
 @click.option(
     "--law",
-    type=click.Choice(list(exact.LAWS)),
-    help="The exact law of a measure of a deal instead: each value's chance.",
+    type=click.Choice(laws.DISTRIBUTED),
+    help="The exact law of a measure of a deal instead, on each cell (with --strategy, "
+    "that strategy's): each value's chance.",
 )
 def odds(as_json, strategies, law):
     """Exact values the sweeps are checked against, as reduced fractions."""
-    if law:
-        records = exact.law_records(law)
-    else:
-        records = exact.exact_values() if not strategies else custom_odds(strategies)
-    for record in records:
-        click.echo(json.dumps(record) if as_json else exact.record_line(record))
+    line = laws.record_line if law else exact.record_line
+    for record in odds_records(law, tuple(read_counts_only(spec) for spec in strategies)):
+        click.echo(json.dumps(record) if as_json else line(record))
 
 
-def custom_odds(specs) -> list[dict]:
-    """The exact values of strategies of the user's (`odds --strategy`); InputError, one
-    line, for one that cannot be played or reads more than the counts."""
+def odds_records(law: str | None, customs: tuple) -> list[dict]:
+    """What `odds` prints: the exact values (of ``customs``, strategies of the user's, if
+    any), or the law of the measure ``law``; InputError, one line, for a strategy that
+    cannot be played."""
     from pipeline.engine import custom
 
-    records = []
-    for spec in specs:
-        strategy = read_strategy(spec)
-        try:
-            if not strategy.counts_only:
-                raise InputError(
-                    f"--strategy: {echoed(spec)} reads {', '.join(strategy.sees)}: only a strategy "
-                    "that reads the counts (and rand) has an exact value"
-                )
-            records += exact.custom_exact_values(strategy)
-        except (custom.CustomError, rules.RuleError) as error:
-            raise InputError(str(error)) from None
-    return records
+    try:
+        if law:
+            return laws.law_records(law, customs)
+        if not customs:
+            return exact.exact_values()
+        return [record for strategy in customs for record in exact.custom_exact_values(strategy)]
+    except (custom.CustomError, rules.RuleError) as error:
+        raise InputError(str(error)) from None
 
 
 def _finite(ctx, param, value):

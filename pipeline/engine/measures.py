@@ -1,12 +1,12 @@
 """The measures of a deal, each declared once: its name, its column's type, its range, what
-it means, the cells where it is defined, how the kernel says "no value" where it is not, and
-where its exact law comes from (or that none is known).
+it means, the cells where it is defined, and how the kernel says "no value" where it is not.
+Its exact law on each cell, or why none is known, is `laws`'.
 
 The two engines compute each measure (`reference`, `kernel`); everything that carries one
 reads it from here: the per-deal records' schema (`records.schema`), a deal's record
 (`record.DealRecord`), and docs/results.md's table of columns, which a test holds to these
-declarations. Adding a measure is a declaration here, the two engines, and its law if one
-is known (`odds`).
+declarations. Adding a measure is a declaration here, the two engines, and its law in
+`laws` (one is known or it is not).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ class Measure:
     kernel: tuple[str, ...]  # the kernel's result arrays it is read from (`kernel.RESULT_FIELDS`)
     missing: int | None = None  # the kernel's sentinel where it has no value
     missing_in: str = ""  # the array that holds the sentinel, if not the first of ``kernel``
-    law: str = "none known"  # where its exact law comes from, by cell
 
     def defined_on(self, cell: Cell) -> bool:
         """Whether ``cell``'s deals have a value of this measure (elsewhere: null)."""
@@ -65,7 +64,6 @@ MEASURES = (
         "the deal was won (play_out: with no restart)",
         EVERY,
         ("won",),
-        law="every cell: odds.win_probability, a reduced fraction",
     ),
     Measure(
         "cards_turned",
@@ -75,7 +73,6 @@ MEASURES = (
         "cards taken into hand over the whole deal, rescue included",
         EVERY,
         ("cards_turned",),
-        law="standard: odds.cards_turned_law; none known elsewhere",
     ),
     Measure(
         "down_at_stop",
@@ -85,7 +82,6 @@ MEASURES = (
         "face-down cards when the chain first died",
         EVERY,
         ("down_at_stop",),
-        law="every cell (the chain to the first death is standard's): odds.down_at_stop_law",
     ),
     Measure(
         "rescue_pile",

@@ -198,9 +198,10 @@ def _first_nonzero(summary: int, count: int) -> int:
     return summary if summary else count
 
 
-def _nonzero_and_single_piles(summary: tuple[int, int], count: int) -> tuple[int, int]:
-    nonzero, single = summary
-    return nonzero + (count > 0), single + (count == 1)
+def _piles_by_size(summary: tuple[int, ...], count: int) -> tuple[int, ...]:
+    if not count:
+        return summary
+    return summary[: count - 1] + (summary[count - 1] + 1,) + summary[count:]
 
 
 def _largest(summary: int, count: int) -> int:
@@ -213,34 +214,22 @@ def _smallest_positive(summary: int, count: int) -> int:
     return count if summary == 0 else min(summary, count)
 
 
-# strategy -> (the summary before any rank, how a rank's count updates it,
-#              E[d_p | summary, U], P(d_p = 1 | summary))
+def _the_size(size: int) -> dict[int, Fraction]:
+    return {size: Fraction(1)}
+
+
+# strategy -> (the summary before any rank (given the suits), how a rank's count updates it,
+#              the law of d_p, the chosen pile's count, given the summary)
 _STRATEGY_SUMMARIES = {
-    "clockwise": (
-        0,
-        _first_nonzero,
-        lambda first, down: Fraction(first),
-        lambda first: Fraction(int(first == 1)),
-    ),
-    # The random pick is uniform over the nonzero piles, whose counts add up to U.
+    "clockwise": (lambda suits: 0, _first_nonzero, _the_size),
+    # The random pick is uniform over the nonzero piles: the summary is how many hold each size.
     "random": (
-        (0, 0),
-        _nonzero_and_single_piles,
-        lambda piles, down: Fraction(down, piles[0]),
-        lambda piles: Fraction(piles[1], piles[0]),
+        lambda suits: (0,) * suits,
+        _piles_by_size,
+        lambda sizes: {k: Fraction(n, sum(sizes)) for k, n in enumerate(sizes, 1) if n},
     ),
-    "most": (
-        0,
-        _largest,
-        lambda largest, down: Fraction(largest),
-        lambda largest: Fraction(int(largest == 1)),
-    ),
-    "fewest": (
-        0,
-        _smallest_positive,
-        lambda smallest, down: Fraction(smallest),
-        lambda smallest: Fraction(int(smallest == 1)),
-    ),
+    "most": (lambda suits: 0, _largest, _the_size),
+    "fewest": (lambda suits: 0, _smallest_positive, _the_size),
 }
 
 
@@ -252,17 +241,16 @@ def _check_rescue(strategy: str, depth: str) -> None:
 
 
 @cache
-def _chosen_pile_totals(strategy: str, depth: str, ranks: int, suits: int) -> tuple[Fraction, ...]:
-    """For each U: the sum over count vectors of weight * E[d_p | counts] (depth "bottom") or
-    weight * P(d_p = 1 | counts) (depth "top"), p the pile the counts-only strategy picks.
+def chosen_size_totals(strategy: str, ranks: int, suits: int) -> tuple[dict[int, Fraction], ...]:
+    """For each U: k -> the sum over count vectors of weight * P(d_p = k | counts), p the pile
+    the counts-only strategy picks. Divided by C(ranks * suits, U) it is P(d_p = k | U).
 
     A count vector's weight, prod C(suits, d_q), is the number of face-down subsets it stands
-    for. Divided by C(ranks * suits, U), the total weight of all U-subsets, it is E[d_p | U]
-    (or P(d_p = 1 | U)).
+    for, so the weights at U add up to C(ranks * suits, U), the number of U-subsets.
     """
-    start, update, expected_chosen, chosen_single = _STRATEGY_SUMMARIES[strategy]
+    start, update, sizes = _STRATEGY_SUMMARIES[strategy]
     # (face-down total so far, summary) -> number of ways to choose the cards so far
-    ways = {(0, start): 1}
+    ways = {(0, start(suits)): 1}
     for _rank in range(ranks):
         next_ways = {}
         for (down, summary), count_ways in ways.items():
@@ -270,12 +258,25 @@ def _chosen_pile_totals(strategy: str, depth: str, ranks: int, suits: int) -> tu
                 key = (down + count, update(summary, count))
                 next_ways[key] = next_ways.get(key, 0) + count_ways * comb(suits, count)
         ways = next_ways
-    totals = [Fraction(0)] * (ranks * suits + 1)
+    totals = [{} for _ in range(ranks * suits + 1)]
     for (down, summary), count_ways in ways.items():
         if down > 0:
-            chosen = expected_chosen(summary, down) if depth == "bottom" else chosen_single(summary)
-            totals[down] += count_ways * chosen
+            for size, chance in sizes(summary).items():
+                totals[down][size] = totals[down].get(size, 0) + count_ways * chance
     return tuple(totals)
+
+
+@cache
+def _chosen_pile_totals(strategy: str, depth: str, ranks: int, suits: int) -> tuple[Fraction, ...]:
+    """For each U: the sum over count vectors of weight * E[d_p | counts] (depth "bottom") or
+    weight * P(d_p = 1 | counts) (depth "top"): a rescue at p wins with chance d_p / U at the
+    bottom, [d_p = 1] / U at the top."""
+    return tuple(
+        sum((k * total for k, total in by_size.items()), Fraction(0))
+        if depth == "bottom"
+        else Fraction(by_size.get(1, 0))
+        for by_size in chosen_size_totals(strategy, ranks, suits)
+    )
 
 
 @cache
@@ -386,6 +387,17 @@ def _custom_totals(strategy: rules.Custom, ranks: int, suits: int) -> tuple[tupl
     by_size = exact_cache.count_totals(strategy, ranks, suits)
     bottom = tuple(sum(k * total for k, total in enumerate(column, 1)) for column in zip(*by_size))
     return bottom, by_size[0]
+
+
+def custom_size_totals(strategy: rules.Custom) -> tuple[dict[int, int], ...]:
+    """For each U: k -> the enumeration's weight of the pile chosen holding k cards (as
+    `chosen_size_totals`, times RAND_GRID), on the full deck."""
+    from pipeline.engine import exact_cache
+
+    by_size = exact_cache.count_totals(strategy, HOUR_RANKS, SUITS)
+    return tuple(
+        {k: total for k, total in enumerate(column, 1) if total} for column in zip(*by_size)
+    )
 
 
 def custom_recomputed_of(cell: Cell) -> str | None:
@@ -520,32 +532,11 @@ def bound_of(cell: Cell) -> tuple[str, Fraction] | None:
     return best, rescue_win(best, depth=depth)
 
 
-# The exact laws of a deal's measures, by measure: the law, and the cells it holds on.
-LAWS = {
-    "cards_turned": (cards_turned_law, "standard"),
-    "down_at_stop": (down_at_stop_law, "every cell (the chain to the first death is standard's)"),
-    "restarts": (restarts_law, "play_out"),
-}
-
-
-def law_records(measure: str) -> list[dict]:
-    """The exact law of ``measure`` (one of `LAWS`), a record per value, as `clocksweep odds
-    --law` prints them: the value, its chance as a reduced fraction, and the cells."""
-    law, cells = LAWS[measure]
-    return [
-        {"measure": measure, "cells": cells, "value": value, "exact": fraction_text(chance)}
-        for value, chance in sorted(law().items())
-        if chance
-    ]
-
-
 def record_line(record: dict) -> str:
-    """A record of `exact_values` or `law_records` as `clocksweep odds` prints it: who and
-    what, the reduced fraction, and its decimal."""
+    """A record of `exact_values` as `clocksweep odds` prints it: who and what, the reduced
+    fraction, and its decimal."""
     numerator, _, denominator = record["exact"].partition("/")
     decimal = int(numerator) / int(denominator or 1)
-    if "measure" in record:
-        return f"{record['value']:>3}  {record['exact']:>48}  = {decimal:.12f}"
     depth = record["depth"] and f"depth={record['depth']}"
     who = " ".join(filter(None, (record["variant"], record["strategy"], depth)))
     return f"{who:<32} {record['quantity']:<20} {record['exact']:>48}  = {decimal:.10f}"

@@ -292,22 +292,52 @@ def test_odds_table():
     assert "1/13" in result.stdout
 
 
-@pytest.mark.parametrize("measure", ["cards_turned", "down_at_stop", "restarts"])
+@pytest.mark.parametrize("measure", ["cards_turned", "down_at_stop", "restarts", "rescue_pile"])
 def test_odds_prints_the_law_of_a_measure(measure):
-    """Issue 48: `odds --law` prints a measure's exact law, a value a line, as fractions."""
-    from pipeline.engine import odds
+    """Issue 48: `odds --law` prints a measure's exact law on each cell it has a value on, a
+    value a line, as fractions; a cell with none known, one line saying why."""
+    from pipeline.engine import laws
 
-    law, _ = odds.LAWS[measure]
     records = [
         json.loads(line) for line in run("odds", "--law", measure, "--json").stdout.splitlines()
     ]
-    assert {r["value"]: Fraction(r["exact"]) for r in records} == {
-        value: chance for value, chance in law().items() if chance
-    }
+    by_cell = {}
+    for record in records:
+        by_cell.setdefault(record["cell"], {})[record["value"]] = record["exact"]
+    expected = {}
+    for cell in rules.all_cells(finales=("down",), orders=("round-robin",)):
+        law = laws.law_of(measure, cell)
+        if law is not None:
+            who = cell.label.removesuffix(" finale=down order=round-robin")
+            expected[who] = {v: str(p) for v, p in law.chances.items()} if law.known else None
+    assert set(by_cell) == set(expected)
+    for who, chances in expected.items():
+        if chances is None:
+            assert by_cell[who] == {None: None}, who
+        else:
+            assert {v: Fraction(p) for v, p in by_cell[who].items()} == {
+                v: Fraction(p) for v, p in chances.items() if Fraction(p)
+            }, who
     lines = run("odds", "--law", measure).stdout.splitlines()
-    assert len(lines) == len(records) and lines[0].split()[1] == records[0]["exact"]
+    assert len(lines) == len(records)
     wrong = run("odds", "--law", "hint")
     assert wrong.exit_code == 2 and "cards_turned" in wrong.stderr
+
+
+def test_the_law_of_cards_turned_under_a_rescue_is_a_fraction_that_sums_to_one():
+    from pipeline.engine import laws
+
+    records = [
+        json.loads(line)
+        for line in run("odds", "--law", "cards_turned", "--json").stdout.splitlines()
+    ]
+    watch = [r for r in records if r["cell"] == "watch most"]
+    assert sum(Fraction(r["exact"]) for r in watch) == 1
+    (won,) = [r for r in watch if r["value"] == 52]
+    assert Fraction(won["exact"]) == odds.exact_win("watch", "most")  # its win: every card
+    # The one swap turns the king again: its rescues won turn 53, its standard wins 52.
+    one_swap = laws.law_of("cards_turned", rules.Cell("one_swap", "most")).chances
+    assert one_swap[53] == Fraction(won["exact"]) - odds.standard_win()
 
 
 FUNCTIONS = REPO / "tests" / "engine" / "builtins_as_functions.py"
@@ -326,6 +356,23 @@ def test_odds_of_a_strategy_of_your_own_are_the_builtins_when_it_is_one(monkeypa
     }
     assert {(r["variant"], r["depth"]): r["exact"] for r in records} == builtin
     assert {r["strategy"] for r in records} == {"most_mine"}
+
+
+def test_the_law_of_a_strategy_of_your_own_is_the_builtins_when_it_is_one(monkeypatch):
+    """`most` written as a function: its law of cards_turned under each rescue is `most`'s,
+    from its own enumeration."""
+    monkeypatch.chdir(FUNCTIONS.parent)
+    spec = f"{FUNCTIONS.name}:most_mine"
+    result = run("odds", "--json", "--law", "cards_turned", "--strategy", spec)
+    assert result.exit_code == 0, result.output
+    mine = [json.loads(line) for line in result.stdout.splitlines()]
+    builtin = [
+        r
+        for r in map(json.loads, run("odds", "--json", "--law", "cards_turned").stdout.splitlines())
+        if r["cell"].split()[:2] in (["watch", "most"], ["one_swap", "most"], ["exchange", "most"])
+    ]
+    strip = lambda r: (r["cell"].replace("most_mine", "most"), r["value"], r["exact"])  # noqa: E731
+    assert sorted(map(strip, mine)) == sorted(map(strip, builtin)) and len(mine) > 100
 
 
 @pytest.mark.parametrize(

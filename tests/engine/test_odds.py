@@ -515,3 +515,76 @@ def test_the_kernel_restarts_as_the_law_says():
     mean = float(odds.restarts_mean())
     spread = math.sqrt(sum(float(p) * (k - mean) ** 2 for k, p in law.items()))
     assert abs(float(counts.mean()) - mean) <= 4 * spread / math.sqrt(deals)
+
+
+# --- The rescue's cards turned ------------------------------------------------------------
+
+
+def turned_in_rescue(piles: list[list[int]], pile: int, variant: str, depth: str | None) -> int:
+    """The cards a rescue at `pile` turns after the first death, by the small engine here:
+    the card it takes into hand, then the chain (the king included, where it comes up)."""
+    piles = [list(cards) for cards in piles]
+    king = len(piles) - 1
+    if variant == "watch":
+        return 1 + run_chain(piles, piles[pile].pop(0), stop_at_king=False)
+    if variant == "one_swap":
+        piles[pile].append(king)
+        return 1 + run_chain(piles, piles[pile].pop(0), stop_at_king=True)
+    position = len(piles[pile]) - 1 if depth == "bottom" else 0
+    hand, piles[pile][position] = piles[pile][position], king
+    return 1 + run_chain(piles, hand, stop_at_king=True)
+
+
+@pytest.mark.parametrize("ranks,suits", EXHAUSTIVE_DECKS)
+def test_the_law_of_cards_turned_under_each_rescue_holds_on_every_deal(ranks, suits):
+    """Every deal of small decks, each rescue at the pile each counts-only strategy picks
+    (`random`: each of its draws, weighed equally): the law of cards_turned exactly."""
+    from pipeline.engine import laws
+
+    king = ranks
+    turned = defaultdict(Counter)  # (strategy, variant, depth) -> cards turned -> weight
+    deals = 0
+    for sequence in rank_sequences([suits] * (ranks + 1)):
+        deals += 1
+        piles = [list(sequence[p * suits : (p + 1) * suits]) for p in range(ranks + 1)]
+        first = 1 + run_chain(piles, piles[king].pop(0), stop_at_king=False)
+        counts = [len(piles[p]) for p in range(ranks)]
+        eligible = [p for p in range(ranks) if counts[p]]
+        for strategy in rules.COUNT_STRATEGIES:
+            draws = range(len(eligible)) if strategy == "random" and eligible else [0]
+            for variant, depth in RESCUES:
+                for draw in draws:
+                    total = first
+                    if eligible:
+                        pile = rules.choose_pile(
+                            strategy, variant, depth, padded_counts(counts), [0] * 13, draw
+                        )
+                        total += turned_in_rescue(piles, pile, variant, depth)
+                    turned[(strategy, variant, depth)][total] += Fraction(1, len(draws))
+    for (strategy, variant, depth), weights in turned.items():
+        sizes = laws.sizes_given_down(odds.chosen_size_totals(strategy, ranks, suits))
+        law = laws.rescue_turned_law(sizes, variant, depth or "bottom", ranks, suits)
+        assert {t: w / deals for t, w in weights.items()} == law, (strategy, variant, depth)
+
+
+def test_the_kernel_turns_cards_in_a_rescue_as_the_law_says():
+    """100,000 kernel deals of four rescue cells, one of each rescue: each P(cards_turned = t)
+    with an expected count of 5 or more within 4 standard errors of the law."""
+    from pipeline.engine import kernel, laws
+
+    deals = 100_000
+    cells = [
+        rules.Cell("watch", "most"),
+        rules.Cell("one_swap", "random"),
+        rules.Cell("exchange", "clockwise", depth="bottom"),
+        rules.Cell("exchange", "fewest", depth="top"),
+    ]
+    played = kernel.play(20261208, 0, deals, cells)["cards_turned"]
+    for row, cell in enumerate(cells):
+        law = laws.law_of("cards_turned", cell).chances
+        for t, chance in law.items():
+            if deals * chance < 5:
+                continue
+            error = math.sqrt(float(chance * (1 - chance)) / deals)
+            share = float((played[row] == t).mean())
+            assert abs(share - float(chance)) <= 4 * error, (cell.label, t, share, float(chance))
