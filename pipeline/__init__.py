@@ -21,7 +21,7 @@ LAYERS = (
     ("records",),  # what a sweep records
     ("store",),  # results directories
     ("sweep", "report"),  # playing a sweep; reporting on one
-    ("api",),  # the Python API over them
+    ("api", "commands"),  # the Python API over them; what the commands read from their user
     ("cli",),  # the thin command line over the API
 )
 

@@ -19,7 +19,7 @@ import sys
 import click
 
 from pipeline import ERROR_PREFIX, RULE_PAGES, cut
-from pipeline.cli_input import (
+from pipeline.commands.inputs import (
     InputError,
     checked_strategy_name,
     make_cell,
@@ -29,7 +29,7 @@ from pipeline.cli_input import (
     read_counts_only,
     strategy_fields,
 )
-from pipeline.cli_layout import deal_from_layout
+from pipeline.commands.layouts import deal_from_layout
 from pipeline.engine import laws, layout_input, rules
 from pipeline.engine import odds as exact  # light: fractions and the rules
 

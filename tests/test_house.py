@@ -23,7 +23,7 @@ LONGER_FOR_NOW = {
     "pipeline.records.summary": 1025,
 }
 WIDER_FOR_NOW = {
-    "pipeline.cli_layout.deal_from_layout": 10,
+    "pipeline.commands.layouts.deal_from_layout": 10,
     "pipeline.sweep.schedule.Scheduler.__init__": 9,
 }
 

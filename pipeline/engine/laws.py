@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 from math import comb
 
 from pipeline.engine import measures, odds, rules
@@ -86,13 +87,13 @@ def _cards_turned(cell: Cell) -> tuple[dict | None, str]:
         return odds.cards_turned_law(), "Score Four: the last king's place (cards_turned_law)"
     if cell.variant == "play_out":
         return {odds.deck_size(): Fraction(1)}, "every card: play_out restarts until none is down"
-    sizes = chosen_sizes_of(cell)
-    if sizes is None:
+    law = _rescue_turned(cell.variant, cell.strategy, _depth(cell), cell.custom)
+    if law is None:
         return None, (
             "none known: the pile it picks depends on more than the counts, and the length "
             "of the chain after its rescue is not derived (its win chance is)"
         )
-    return rescue_turned_law(sizes, cell.variant, _depth(cell)), (
+    return law, (
         "the rescue's chain read to the last (at the top: the first) card of its pile's "
         "rank, by the law of that pile's size"
     )
@@ -109,19 +110,29 @@ if set(_LAWS) != set(DISTRIBUTED):
     raise AssertionError("a measure the report counts has no entry in laws._LAWS")
 
 
+@cache
+def _rescue_turned(variant: str, strategy: str, depth: str, mine: rules.Custom | None):
+    """A rescue's law of cards_turned, or None: once for each of the cells that share it,
+    whatever their finale and order."""
+    sizes = chosen_sizes_of(strategy, mine)
+    return None if sizes is None else rescue_turned_law(sizes, variant, depth)
+
+
 def _depth(cell: Cell) -> str:
     return "top" if cell.depth == "top" else "bottom"  # the Watch and the one swap: bottom
 
 
-def chosen_sizes_of(cell: Cell) -> tuple[Mapping[int, Fraction], ...] | None:
-    """For each U: k -> P(d_p = k | U) for the pile p that ``cell``'s strategy picks, where it
-    reads only the counts (and rand); None where it reads more."""
-    if cell.custom is not None:
-        if not cell.custom.counts_only:
+def chosen_sizes_of(
+    strategy: str, mine: rules.Custom | None = None
+) -> tuple[Mapping[int, Fraction], ...] | None:
+    """For each U: k -> P(d_p = k | U) for the pile p that ``strategy`` (``mine``, for one of
+    the user's) picks, where it reads only the counts (and rand); None where it reads more."""
+    if mine is not None:
+        if not mine.counts_only:
             return None
-        return sizes_given_down(odds.custom_size_totals(cell.custom), rules.RAND_GRID)
-    if cell.strategy in rules.COUNT_STRATEGIES:
-        return sizes_given_down(odds.chosen_size_totals(cell.strategy, odds.HOUR_RANKS, odds.SUITS))
+        return sizes_given_down(odds.custom_size_totals(mine), rules.RAND_GRID)
+    if strategy in rules.COUNT_STRATEGIES:
+        return sizes_given_down(odds.chosen_size_totals(strategy, odds.HOUR_RANKS, odds.SUITS))
     return None
 
 

@@ -23,8 +23,8 @@ from pipeline.inference import stats
 from pipeline.inference.claims import Claim
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
-from pipeline.report import plots
-from pipeline.report.figures import Z_FLAG, Figures, make_replay, off_their_laws
+from pipeline.report import distributions, plots
+from pipeline.report.figures import Z_FLAG, Figures, make_replay
 from pipeline.report.reading import Loaded, ReportError, load
 from pipeline.report.render import document_blocks, to_html, to_markdown
 from pipeline.store import credentials, layout
@@ -160,19 +160,20 @@ def compose(
         replayed, note = make_replay(loaded, replay)
         laps.lap("replay")
     figures = Figures(loaded, replayed, note)
+    every = figures.every_distribution()
     document = {
         "report_version": REPORT_VERSION,
         "provenance": provenance(loaded),
         "cells": figures.cell_records(),
         "distributions": {
-            "cards_turned": figures.cards_turned(),
-            "down_at_stop": figures.down_at_stop(),
+            **distributions.standard_views(every),
             "restarts": figures.restarts(),
             "rescue_by_down_at_stop": figures.rescue_by_down(),
+            "every": every,
         },
         "hint_calibration": figures.hint_calibration(),
     }
-    document["laws_disagree"] = off_their_laws(document["distributions"])
+    document["laws_disagree"] = distributions.off_their_laws(every)
     finish_plots = start_plots(document) if start_plots is not None else None
     laps.lap("figures")
     checked = claim_rules.assess(figures, claims)
@@ -379,6 +380,7 @@ def write_all(directory: str, document: dict, figures: Figures, finish_plots=Non
         "down_at_stop": flatten(dist["down_at_stop"], "order"),
         "restarts": flatten(dist["restarts"]),
         "rescue_by_down_at_stop": dist["rescue_by_down_at_stop"],
+        "distributions": distributions.flattened(dist["every"]),
         "hint_calibration": flatten(document["hint_calibration"]),
     }.items():
         write_csv(os.path.join(directory, f"{name}.csv"), rows)

@@ -16,33 +16,16 @@ from functools import cache, lru_cache
 
 import polars as pl
 
-from pipeline.engine import odds, pairing, rules
+from pipeline.engine import laws, odds, pairing, rules
 from pipeline.engine.rules import Cell
 from pipeline.inference import stats
 from pipeline.records import summary
 from pipeline.report import claims as claim_rules
+from pipeline.report import distributions
 from pipeline.report.reading import Loaded, run_cells
 from pipeline.store.entries import RunRecord, ShardEntry
 
 Z_FLAG = 4.0
-# A distribution whose counts fit its exact law with a chi-square p below this is flagged on
-# the report's first screen: on a sweep of any size, the engine or the law is then wrong
-# (a right one is flagged once in a million reports).
-P_FLAG = 1e-6
-# The distributions with an exact law, by their name in report.json's ``distributions``.
-WITH_LAWS = ("cards_turned", "down_at_stop", "restarts")
-
-
-def off_their_laws(distributions: dict) -> list[dict]:
-    """The distributions whose counts disagree with their exact law (p below P_FLAG)."""
-    return [
-        {"distribution": name, "cell": d["cell"], "n": d["n"], "p_value": d["p_value"]}
-        for name in WITH_LAWS
-        for d in distributions[name]
-        if d["p_value"] < P_FLAG
-    ]
-
-
 # Exact values are rationals computed by counting: compute each once per process.
 exact_win_of = lru_cache(maxsize=None)(odds.exact_win_of)
 exact_win_given_down_of = lru_cache(maxsize=None)(odds.exact_win_given_down_of)
@@ -347,91 +330,18 @@ class Figures:
             out.append(record)
         return out
 
-    def cards_turned(self) -> list[dict]:
-        """Cards turned in standard play against the Score Four law, per standard cell."""
-        law = odds.cards_turned_law()
-        out = []
-        for cell in self.cells:
-            if cell.variant != "standard":
-                continue
-            frame = (
-                self.tables["turned"]
-                .filter(_label_filter(cell))
-                .group_by("cards_turned")
-                .agg(pl.col("n").sum())
-            )
-            observed = {int(r["cards_turned"]): int(r["n"]) for r in frame.iter_rows(named=True)}
-            fit = stats.chisquare_gof(observed, {t: float(p) for t, p in law.items()})
-            total = sum(observed.values())
-            rows = [
-                {
-                    "cards_turned": t,
-                    "observed": observed.get(t, 0),
-                    "observed_share": observed.get(t, 0) / total if total else 0.0,
-                    "exact": float(law.get(t, 0)),
-                }
-                for t in range(1, rules.N_CARDS + 1)
-                if t in law or t in observed
-            ]
-            out.append(
-                {
-                    "cell": cell.label,
-                    "n": total,
-                    "chi2": fit.statistic,
-                    "dof": fit.dof,
-                    "p_value": fit.p_value,
-                    "bins": len(fit.bins),
-                    "rows": rows,
-                }
-            )
-        return out
-
-    def down_at_stop(self) -> list[dict]:
-        """Cards face down at the first death, per deal order (every cell of an order shares it)."""
-        law = odds.down_at_stop_law()
-        out = []
-        seen_orders = set()
-        for cell in self.cells:
-            if cell.order in seen_orders:
-                continue
-            seen_orders.add(cell.order)
-            frame = (
-                self.tables["counts"]
-                .filter(_label_filter(cell))
-                .group_by("down_at_stop")
-                .agg(pl.col("n").sum())
-            )
-            observed = {int(r["down_at_stop"]): int(r["n"]) for r in frame.iter_rows(named=True)}
-            fit = stats.chisquare_gof(observed, {u: float(p) for u, p in law.items()})
-            total = sum(observed.values())
-            out.append(
-                {
-                    "order": cell.order,
-                    "cell": cell.label,
-                    "n": total,
-                    "chi2": fit.statistic,
-                    "dof": fit.dof,
-                    "p_value": fit.p_value,
-                    "rows": [
-                        {
-                            "down_at_stop": u,
-                            "observed": observed.get(u, 0),
-                            "observed_share": observed.get(u, 0) / total if total else 0.0,
-                            "exact": float(law[u]),
-                        }
-                        for u in sorted(law)
-                    ],
-                }
-            )
-        return out
+    def every_distribution(self) -> list[dict]:
+        """Every measure's counts on every cell it has a value on, beside its exact law
+        (`distributions.every_distribution`)."""
+        return distributions.every_distribution(self.tables, list(self.cells))
 
     def restarts(self) -> list[dict]:
         """`play_out`'s restarts per cell against their exact law (`odds.restarts_law`)."""
-        law = odds.restarts_law()
         out = []
         for cell in self.cells:
             if cell.variant != "play_out":
                 continue
+            law = laws.law_of("restarts", cell).chances
             frame = (
                 self.tables["counts"]
                 .filter(_label_filter(cell))

@@ -12,7 +12,8 @@ import math
 
 from pipeline.inference import stats
 from pipeline.report import claims as claim_rules
-from pipeline.report.figures import P_FLAG, Z_FLAG
+from pipeline.report.distributions import P_FLAG, distinct
+from pipeline.report.figures import Z_FLAG
 
 
 def fmt(value, kind: str = "") -> str:
@@ -350,6 +351,46 @@ def _distributions_blocks(doc: dict, image: dict) -> list[tuple]:
     if "rescue_by_down.png" in image:
         blocks.append(("img", "rescue_by_down.png", *image["rescue_by_down.png"]))
     blocks.append(("p", "Per cell and number of cards left: rescue_by_down_at_stop.csv."))
+    blocks += _every_law_blocks(dist["every"])
+    return blocks
+
+
+def _every_law_blocks(every: list[dict]) -> list[tuple]:
+    """Each distinct distribution of every measure and cell against its exact law, and the
+    measures and cells with none known, each reason once."""
+    rows, unknown = [], {}
+    for d, cells in distinct(every):
+        if not d["law_known"]:
+            unknown.setdefault((d["measure"], d["law"]), []).append((d["cell"], cells))
+            continue
+        off = d["p_value"] < P_FLAG
+        more = f" (and {cells - 1} more cell(s) with the same counts)" if cells > 1 else ""
+        rows.append(
+            [
+                d["measure"],
+                d["cell"] + more,
+                fmt(d["n"]),
+                f"{d['mean']:.4f}",
+                f"{d['exact_mean']:.4f}",
+                f"{fmt(d['chi2'])} on {d['dof']} df",
+                fmt(d["p_value"], "p"),
+                "OFF its law" if off else "fits",
+            ]
+        )
+    header = ["measure", "cell", "deals", "mean", "exact mean", "chi-square", "p", "verdict"]
+    blocks: list[tuple] = [
+        ("h3", "Every distribution against its exact law"),
+        (
+            "p",
+            f"Each measure on each cell, beside its exact law (docs/rules.md, Exact laws): "
+            f"a p below {P_FLAG:g} means the engine or the law is wrong. Every value's count "
+            "and chance: distributions.csv.",
+        ),
+        ("table", header, rows),
+    ]
+    for (measure, why), cells in unknown.items():
+        count = sum(n for _, n in cells)
+        blocks.append(("p", f"{measure}, {count} cell(s) (as {cells[0][0]}): {why}."))
     return blocks
 
 

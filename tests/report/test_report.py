@@ -664,3 +664,65 @@ def test_a_distribution_off_its_exact_law_is_flagged_first(tmp_path, monkeypatch
     assert "1 distribution(s) off their exact law" in done.stdout.splitlines()[1]
     markdown = (tmp_path / "b" / "report.md").read_text().split("\n\n")
     assert markdown[2].startswith("1 distribution(s) off their exact law"), markdown[:3]
+
+
+def test_every_distribution_of_every_cell_is_beside_its_law_or_says_none_is_known(tmp_path):
+    """Issue 48: each measure on each cell it has a value on is reported beside its exact law
+    (report.json's distributions.every, distributions.csv), with its fit, which holds on a
+    fixed-seed sweep; where no law is known, the record says why. A law shifted by one
+    fails the same counts."""
+    from pipeline.engine import laws
+    from pipeline.inference import stats
+
+    grid = {
+        "variant": ["standard", "play_out", "watch", "exchange"],
+        "strategy": ["most", "informed"],
+        "finale": ["up"],
+        "depth": ["top"],
+    }
+    write_results(tmp_path / "res", 60_000, 20_000, "summary", grid=grid, seed=4851)
+    out = tmp_path / "report"
+    done = CliRunner().invoke(cli, ["report", str(tmp_path / "res"), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    document = json.loads((out / "report.json").read_text())
+    every = document["distributions"]["every"]
+    cells = {c["label"]: c for c in document["cells"]}
+    expected = {
+        (measure, label)
+        for label, c in cells.items()
+        for measure in laws.DISTRIBUTED
+        if laws.law_of(measure, report_cell(c)) is not None
+    }
+    assert {(d["measure"], d["cell"]) for d in every} == expected
+    rows = pl.read_csv(out / "distributions.csv", infer_schema_length=None)
+    for d in every:
+        law = laws.law_of(d["measure"], report_cell(cells[d["cell"]]))
+        mine = rows.filter((pl.col("measure") == d["measure"]) & (pl.col("cell") == d["cell"]))
+        assert mine["observed"].sum() == d["n"], d["cell"]
+        # Every deal has a value but for rescue_pile, which deals won at the first death lack.
+        assert (d["n"] == 60_000) == (d["measure"] != "rescue_pile"), (d["measure"], d["n"])
+        if not law.known:
+            assert d["law"].startswith("none known") and mine["exact"].null_count() == mine.height
+            continue
+        for row in mine.iter_rows(named=True):
+            assert abs(row["exact"] - float(law.chances.get(row["value"], 0))) < 1e-12, row
+        assert d["p_value"] > 1e-4, (d["measure"], d["cell"], d["p_value"])
+    known = {(d["measure"], d["cell"].split()[1]) for d in every if d["law_known"]}
+    assert ("cards_turned", "most") in known and ("cards_turned", "informed") not in known
+    assert document["laws_disagree"] == []
+    [watch] = [
+        d for d in every if d["measure"] == "cards_turned" and d["cell"].startswith("watch most")
+    ]
+    observed = {r["cards_turned"]: r["observed"] for r in watch["rows"] if r["observed"]}
+    law = laws.law_of("cards_turned", report_cell(cells[watch["cell"]])).chances
+    shifted = {t + 1: float(p) for t, p in law.items()}
+    assert stats.chisquare_gof(observed, shifted).p_value < 1e-12
+
+
+def report_cell(record: dict):
+    """The cell of a report.json cell record."""
+    from pipeline.engine import rules
+
+    return rules.Cell(
+        record["variant"], record["strategy"], record["finale"], record["order"], record["depth"]
+    )

@@ -9,7 +9,7 @@ import sys
 import click
 
 from pipeline import echoed
-from pipeline.cli_input import (
+from pipeline.commands.inputs import (
     InputError,
     make_cell,
     parse_range,
