@@ -23,6 +23,7 @@ from pipeline.store.layout import (
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
 from pipeline.store.records import (
+    Pending,
     checked_entries,
     entry_shape_problem,
     listed_entries,
@@ -203,15 +204,16 @@ def add_group(location: Location, group, plan: ShardPlan, schemas, entries, prob
     except ResultsError as error:
         theirs, why = None, str(error).removeprefix(f"{place.where}: ")
     else:
-        why = f"{MANIFEST_FILE}: missing (none of its shards committed)"
+        why = Pending(f"{MANIFEST_FILE}: missing (none of its shards committed)")
     if theirs is not None and theirs["config_hash"] != group.config_hash:
         theirs, why = None, f"{MANIFEST_FILE}: belongs to another cell group or config"
     if theirs is None:
-        problems.append((None, group.path(why)))
+        problems.append((None, type(why)(group.path(why))))
         found, group_problems, listed, unread = {}, [], frozenset(), []
     else:
         found, group_problems, listed, unread = group_entries(place, theirs, plan, group, schemas)
-    problems += [(index, group.path(problem)) for index, problem in group_problems]
+    # Each problem keeps its kind (`records.Growth`, `Pending`: nothing wrong) in the results'.
+    problems += [(index, type(problem)(group.path(problem))) for index, problem in group_problems]
     # A shard its problems name already (one by one, or by a page) is not named again.
     named = {index for index, _ in group_problems}
     for index in sorted(entries):
@@ -219,7 +221,10 @@ def add_group(location: Location, group, plan: ShardPlan, schemas, entries, prob
         if mine is None:
             if theirs is not None and index not in named and not any(index in r for r in unread):
                 problems.append(
-                    (index, f"{group.directory}: shard {index} of its cells is not committed")
+                    (
+                        index,
+                        Pending(f"{group.directory}: shard {index} of its cells is not committed"),
+                    )
                 )
             del entries[index]
             continue
