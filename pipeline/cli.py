@@ -395,7 +395,9 @@ def deal_from_layout(
             **strategy_cell,
         )
         if cell.strategy == "random" or (cell.custom and "rand" in cell.custom.sees):
-            check_random_draw(where, cell.strategy, given, deal_seed, deal_number)
+            problem = layout_input.random_draw_problem(cell.strategy, given, deal_seed, deal_number)
+            if problem:
+                raise InputError(f"{where}{problem}")
         plays.append((given, cell, deal_seed, deal_number))
     # Every layout played before anything is printed: a strategy of the user's may refuse one.
     results = []
@@ -432,27 +434,6 @@ def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | 
     if (seed is not None or number is not None) and count > 1:
         raise InputError(f"--seed, RANGE: name one deal, and the input holds {count} layouts")
     return seed, number
-
-
-def check_random_draw(where: str, strategy: str, given, deal_seed, deal_number) -> None:
-    """Refuse `--strategy random` (or one of the user's that reads `rand`) on a layout whose
-    draw cannot be made as a sweep makes it: without the deal's seed and number, or from
-    another deal scheme."""
-    from pipeline.engine import deals
-
-    draws = "pick" if strategy == "random" else "rand"
-    if deal_seed is None or deal_number is None:
-        raise InputError(
-            f"{where}--strategy {strategy}: its {draws} is drawn from the deal's seed and "
-            "number; give --seed S and the deal number, or a layout from `deal --json`, "
-            "which names them"
-        )
-    if given.scheme not in (None, deals.SCHEME_VERSION):
-        raise InputError(
-            f"{where}--strategy {strategy}: the layout names deal scheme "
-            f"{layout_input.shortened(given.scheme)}, "
-            f"and this version draws from scheme {deals.SCHEME_VERSION}"
-        )
 
 
 @cli.command()
@@ -603,28 +584,25 @@ def validate(results_path):
     all is well, 1 if problems were found or its store failed (or the results changed while
     read), 2 if RESULTS is not a results directory.
     """
-    from pipeline.store import layout, validate
+    from pipeline.store import validate
 
-    note_credentials(results_path)
-    try:
-        problems, figures = validate.validate(first_look(results_path))
-    except layout.ResultsError as error:
-        raise Failed(error) from None
-    for problem in problems:
-        click.echo(f"problem: {problem}")
-    for note in figures.get("notes", []):
-        click.echo(f"note: {note}")
-    per_row = figures["bytes_per_row"]
-    broken = f", {figures['broken']} with problems" if figures["broken"] else ""
-    click.echo(
-        f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
-        f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
-        f"files, {figures['bytes']:,} bytes"
-        + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
-        + (f"; {len(problems)} problem(s)" if problems else "; valid")
-    )
+    problems, figures = read_results(lambda wheres: validate.validate(wheres[0]), [results_path])
+    click.echo(validate.described(problems, figures))
     if problems:
         sys.exit(1)
+
+
+def read_results(read, wheres, *options):
+    """``read(wheres, *options)``, each store first asked within the connect deadline."""
+    from pipeline.api import user_errors
+
+    for where in wheres:
+        note_credentials(where)
+        first_look(where)
+    try:
+        return read(wheres, *options)
+    except user_errors() as error:
+        raise Failed(error) from None
 
 
 def build_report(

@@ -368,6 +368,24 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
         ) from None
 
 
+def described(problems: list[str], figures: dict) -> str:
+    """What `clocksweep validate` prints of what `validate` found: each problem and note in
+    a line, then a line of the figures."""
+    per_row = figures["bytes_per_row"]
+    broken = f", {figures['broken']} with problems" if figures["broken"] else ""
+    return "\n".join(
+        [f"problem: {problem}" for problem in problems]
+        + [f"note: {note}" for note in figures.get("notes", [])]
+        + [
+            f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
+            f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
+            f"files, {figures['bytes']:,} bytes"
+            + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
+            + (f"; {len(problems)} problem(s)" if problems else "; valid")
+        ]
+    )
+
+
 def _checked(results: Results) -> tuple[list[str], dict]:
     location, run, plan = results.location, results.run, results.plan
     # A run writing there now: what it has not committed yet is its work in flight, not a
