@@ -294,6 +294,26 @@ class Results:
         return made.directory
 
 
+# --- Runs side by side ------------------------------------------------------------------
+
+
+def runs(where: str | os.PathLike = "results") -> pl.DataFrame:
+    """Every run at ``where`` (a directory or a URI) or below it, a row each, as `clocksweep
+    runs` lists them: name, state (complete, stopped by its rule, interrupted, running,
+    damaged), deals committed and planned, cells, seed, record mode, bytes, when its records
+    were last written, where it is. Only reads."""
+    import polars as pl
+
+    from pipeline.report import runs as listing
+
+    try:
+        found = listing.runs_under(os.fspath(where))
+    except user_errors() as error:
+        raise as_error(error) from None
+    kinds = {name: pl.Int64 if kind is int else pl.String for name, kind in listing.COLUMNS.items()}
+    return pl.DataFrame(found, schema=kinds)
+
+
 def _scanned(location: Location, paths: list[str], table: str) -> pl.LazyFrame:
     """The files at ``paths`` as one LazyFrame; none: an empty frame of the table's schema."""
     import polars as pl

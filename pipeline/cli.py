@@ -592,6 +592,17 @@ def validate(results_path):
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("where", metavar="DIR", default="results")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, for tools.")
+def runs(where, as_json):
+    """List the runs in DIR (default results/; a path or a URI) and below it: name, state,
+    deals committed of planned, cells, seed, record mode, size, when last written."""
+    from pipeline.report import runs as listing
+
+    click.echo(read_results(listing.printed, [where], as_json))
+
+
 def read_results(read, wheres, *options):
     """``read(wheres, *options)``, each store first asked within the connect deadline."""
     from pipeline.api import user_errors
