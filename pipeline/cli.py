@@ -603,6 +603,17 @@ def runs(where, as_json):
     click.echo(read_results(listing.printed, [where], as_json))
 
 
+@cli.command()
+@click.argument("results", metavar="A B [C ...]", nargs=-1, required=True)
+@click.option("--out", "out_dir", metavar="DIR", help="Also write compare.html, .json, .csv here.")
+def compare(results, out_dir):
+    """Compare runs: the config keys that differ, then the cells they share side by side,
+    A's rate minus each other's (paired where they share deals); the cells some lack."""
+    from pipeline.report import compare_render
+
+    click.echo(read_results(compare_render.printed, results, out_dir))
+
+
 def read_results(read, wheres, *options):
     """``read(wheres, *options)``, each store first asked within the connect deadline."""
     from pipeline.api import user_errors
