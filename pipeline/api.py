@@ -294,6 +294,44 @@ class Results:
         return made.directory
 
 
+# --- Runs side by side ------------------------------------------------------------------
+
+
+def runs(where: str | os.PathLike = "results") -> pl.DataFrame:
+    """Every run at ``where`` (a directory or a URI) or below it, a row each, as `clocksweep
+    runs` lists them: name, state (complete, stopped by its rule, interrupted, running,
+    damaged), deals committed and planned, cells, seed, record mode, bytes, when its records
+    were last written, where it is. Only reads."""
+    import polars as pl
+
+    from pipeline.report import runs as listing
+
+    try:
+        found = listing.runs_under(os.fspath(where))
+    except user_errors() as error:
+        raise as_error(error) from None
+    kinds = {name: pl.Int64 if kind is int else pl.String for name, kind in listing.COLUMNS.items()}
+    return pl.DataFrame(found, schema=kinds)
+
+
+def compare(a: str | os.PathLike, b: str | os.PathLike, *more: str | os.PathLike) -> pl.DataFrame:
+    """Runs side by side, as `clocksweep compare A B [C ...]`: one row a cell every run has,
+    each run's n, wins, win rate and 95% interval (``a_n``, ``b_win_rate``, ...), and A's
+    rate minus each other run's (``a_minus_b``) with its interval (``a_minus_b_low``,
+    ``a_minus_b_high``) and how it was measured (``a_minus_b_method``: ``paired`` on the deals
+    both hold, counted in ``a_minus_b_deals``, where they share seed and deals; else
+    ``independent``)."""
+    import polars as pl
+
+    from pipeline.report import compare as comparing
+
+    try:
+        made = comparing.compare([os.fspath(where) for where in (a, b, *more)])
+    except user_errors() as error:
+        raise as_error(error) from None
+    return pl.DataFrame(made.rows, infer_schema_length=None)
+
+
 def _scanned(location: Location, paths: list[str], table: str) -> pl.LazyFrame:
     """The files at ``paths`` as one LazyFrame; none: an empty frame of the table's schema."""
     import polars as pl

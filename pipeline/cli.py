@@ -395,28 +395,47 @@ def validate(results_path):
     all is well, 1 if problems were found or its store failed (or the results changed while
     read), 2 if RESULTS is not a results directory.
     """
-    from pipeline.store import layout, validate
+    from pipeline.store import validate
 
-    note_credentials(results_path)
-    try:
-        problems, figures = validate.validate(first_look(results_path))
-    except layout.ResultsError as error:
-        raise Failed(error) from None
-    for problem in problems:
-        click.echo(f"problem: {problem}")
-    for note in figures.get("notes", []):
-        click.echo(f"note: {note}")
-    per_row = figures["bytes_per_row"]
-    broken = f", {figures['broken']} with problems" if figures["broken"] else ""
-    click.echo(
-        f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
-        f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
-        f"files, {figures['bytes']:,} bytes"
-        + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
-        + (f"; {len(problems)} problem(s)" if problems else "; valid")
-    )
+    problems, figures = read_results(lambda wheres: validate.validate(wheres[0]), [results_path])
+    click.echo(validate.described(problems, figures))
     if problems:
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("where", metavar="DIR", default="results")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, for tools.")
+def runs(where, as_json):
+    """List the runs in DIR (default results/; a path or a URI) and below it: name, state,
+    deals committed of planned, cells, seed, record mode, size, when last written."""
+    from pipeline.report import runs as listing
+
+    click.echo(read_results(listing.printed, [where], as_json))
+
+
+@cli.command()
+@click.argument("results", metavar="A B [C ...]", nargs=-1, required=True)
+@click.option("--out", "out_dir", metavar="DIR", help="Also write compare.html, .json, .csv here.")
+def compare(results, out_dir):
+    """Compare runs: the config keys that differ, then the cells they share side by side,
+    A's rate minus each other's (paired where they share deals); the cells some lack."""
+    from pipeline.report import compare_render
+
+    click.echo(read_results(compare_render.printed, results, out_dir))
+
+
+def read_results(read, wheres, *options):
+    """``read(wheres, *options)``, each store first asked within the connect deadline."""
+    from pipeline.api import user_errors
+
+    for where in wheres:
+        note_credentials(where)
+        first_look(where)
+    try:
+        return read(wheres, *options)
+    except user_errors() as error:
+        raise Failed(error) from None
 
 
 def build_report(

@@ -90,7 +90,9 @@ def deal_from_layout(
             **strategy_cell,
         )
         if cell.strategy == "random" or (cell.custom and "rand" in cell.custom.sees):
-            check_random_draw(where, cell.strategy, given, deal_seed, deal_number)
+            problem = layout_input.random_draw_problem(cell.strategy, given, deal_seed, deal_number)
+            if problem:
+                raise InputError(f"{where}{problem}")
         plays.append((given, cell, deal_seed, deal_number))
     # Every layout played before anything is printed: a strategy of the user's may refuse one.
     results = []
@@ -127,24 +129,3 @@ def deal_named_beside_layouts(seed_text, deal_range, count: int) -> tuple[int | 
     if (seed is not None or number is not None) and count > 1:
         raise InputError(f"--seed, RANGE: name one deal, and the input holds {count} layouts")
     return seed, number
-
-
-def check_random_draw(where: str, strategy: str, given, deal_seed, deal_number) -> None:
-    """Refuse `--strategy random` (or one of the user's that reads `rand`) on a layout whose
-    draw cannot be made as a sweep makes it: without the deal's seed and number, or from
-    another deal scheme."""
-    from pipeline.engine import deals
-
-    draws = "pick" if strategy == "random" else "rand"
-    if deal_seed is None or deal_number is None:
-        raise InputError(
-            f"{where}--strategy {strategy}: its {draws} is drawn from the deal's seed and "
-            "number; give --seed S and the deal number, or a layout from `deal --json`, "
-            "which names them"
-        )
-    if given.scheme not in (None, deals.SCHEME_VERSION):
-        raise InputError(
-            f"{where}--strategy {strategy}: the layout names deal scheme "
-            f"{layout_input.shortened(given.scheme)}, "
-            f"and this version draws from scheme {deals.SCHEME_VERSION}"
-        )

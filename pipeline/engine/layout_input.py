@@ -78,6 +78,25 @@ def shortened(text: str) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
 
 
+def random_draw_problem(strategy: str, given: Layout, deal_seed, deal_number) -> str | None:
+    """Why `--strategy random` (or one of the user's that reads `rand`) cannot play a layout
+    as a sweep plays it, or None: its draw needs the deal's seed and number, and this deal
+    scheme."""
+    draws = "pick" if strategy == "random" else "rand"
+    if deal_seed is None or deal_number is None:
+        return (
+            f"--strategy {strategy}: its {draws} is drawn from the deal's seed and "
+            "number; give --seed S and the deal number, or a layout from `deal --json`, "
+            "which names them"
+        )
+    if given.scheme not in (None, deals.SCHEME_VERSION):
+        return (
+            f"--strategy {strategy}: the layout names deal scheme {shortened(given.scheme)}, "
+            f"and this version draws from scheme {deals.SCHEME_VERSION}"
+        )
+    return None
+
+
 def excerpt(value: object) -> str:
     """A value from the input as an error line quotes it: a text's repr, anything else as
     JSON, shortened."""

@@ -15,6 +15,8 @@ imports in a third of the time; tests/inference/test_stats.py holds every result
   "Improved confidence intervals for the difference between binomial proportions based on
   paired data", Statistics in Medicine 17: 2635-2650), built from the two Wilson intervals
   and the phi correlation of the pairs.
+- `independent_difference`: the same difference of two proportions measured on samples of
+  their own (Newcombe's method 10 for independent proportions: no correlation).
 - `mcnemar_exact`: McNemar's exact test: the discordant pairs split as Binomial(b + c, 1/2)
   under "no difference" (two-sided, from scipy's binomial cdf; equal to
   `scipy.stats.binomtest(b, b + c).pvalue`).
@@ -136,29 +138,49 @@ class Paired:
 def paired_difference(
     both: int, a_only: int, b_only: int, neither: int, confidence: float = CONFIDENCE
 ) -> Paired:
-    """a's success rate minus b's on the same n deals, Newcombe's hybrid score interval.
-
-    With p1 = (both + a_only) / n, p2 = (both + b_only) / n, (l1, u1), (l2, u2) their Wilson
-    intervals and phi the correlation of the pairs (0 when a margin is empty):
-        low  = (p1 - p2) - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)
-        high = (p1 - p2) + sqrt((u1 - p1)^2 - 2 phi (u1 - p1)(p2 - l2) + (p2 - l2)^2)
-    """
+    """a's success rate minus b's on the same n deals, Newcombe's hybrid score interval
+    (`_newcombe`), with p1 = (both + a_only) / n, p2 = (both + b_only) / n and phi the
+    correlation of the pairs (0 when a margin is empty)."""
     both, a_only, b_only, neither = (int(v) for v in (both, a_only, b_only, neither))
     n = both + a_only + b_only + neither
     p_value = mcnemar_exact(a_only, b_only)
     if n == 0:
         return Paired(0, 0, 0, 0, 0, math.nan, -1.0, 1.0, p_value)
-    p1, p2 = (both + a_only) / n, (both + b_only) / n
-    l1, u1 = wilson(both + a_only, n, confidence)
-    l2, u2 = wilson(both + b_only, n, confidence)
     margins = (both + a_only) * (b_only + neither) * (both + b_only) * (a_only + neither)
     phi = (both * neither - a_only * b_only) / math.sqrt(margins) if margins else 0.0
+    difference, low, high = _newcombe(both + a_only, n, both + b_only, n, phi, confidence)
+    return Paired(n, both, a_only, b_only, neither, difference, low, high, p_value)
+
+
+def independent_difference(
+    a_wins: int, a_n: int, b_wins: int, b_n: int, confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
+    """a's success rate minus b's, measured on samples of their own: (difference, low,
+    high), Newcombe's hybrid score interval for independent proportions (method 10 of
+    Newcombe 1998, "Interval estimation for the difference between independent proportions",
+    Statistics in Medicine 17: 873-890): `paired_difference`'s with no correlation."""
+    if a_n <= 0 or b_n <= 0:
+        return math.nan, -1.0, 1.0
+    return _newcombe(a_wins, a_n, b_wins, b_n, 0.0, confidence)
+
+
+def _newcombe(
+    a_wins: int, a_n: int, b_wins: int, b_n: int, phi: float, confidence: float
+) -> tuple[float, float, float]:
+    """Newcombe's hybrid score interval of p1 - p2 from the two Wilson intervals, (l1, u1)
+    and (l2, u2), and the correlation phi of the samples (0 for independent ones):
+        low  = (p1 - p2) - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)
+        high = (p1 - p2) + sqrt((u1 - p1)^2 - 2 phi (u1 - p1)(p2 - l2) + (p2 - l2)^2)
+    """
+    p1, p2 = a_wins / a_n, b_wins / b_n
+    l1, u1 = wilson(a_wins, a_n, confidence)
+    l2, u2 = wilson(b_wins, b_n, confidence)
     difference = p1 - p2
     low_sq = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
     high_sq = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2
     low = max(-1.0, difference - math.sqrt(max(low_sq, 0.0)))
     high = min(1.0, difference + math.sqrt(max(high_sq, 0.0)))
-    return Paired(n, both, a_only, b_only, neither, difference, low, high, p_value)
+    return difference, low, high
 
 
 def p_text(p_value: float, digits: int = 3) -> str:

@@ -304,6 +304,51 @@ def rescue_by_down(rows: list[dict], cells: list[str]) -> bytes | None:
     return _png(fig)
 
 
+def differences(rows: list[dict], names: list[str]) -> bytes | None:
+    """`compare`: the first run's win rate minus each other's per shared cell (``rows``, as
+    `compare.cell_rows` gives them), in points with its interval (at `stats.CONFIDENCE`),
+    one series a run compared (``names``: the rows' difference columns, ``a_minus_b``...).
+    The cells down the side, so that their labels read level however many there are."""
+    if not rows or not names:
+        return None
+    plt = _pyplot()
+    longest = max(len(r["label"]) for r in rows)
+    height = 0.3 * len(rows) * max(1, len(names) / 2) + 1.3
+    left = 0.25 + 0.06 * longest
+    fig, ax = _figure(left + 4.5, height, left=left, bottom=0.6, top=0.35)
+    cmap = plt.get_cmap("tab10")
+    for k, name in enumerate(names):
+        offset = ((len(names) - 1) / 2 - k) * 0.2
+        ys = [len(rows) - 1 - i + offset for i in range(len(rows))]
+        colour = cmap(k % 10)
+        # As in `win_rates`: the intervals and the markers as two artists, not errorbar's four.
+        ax.hlines(
+            ys,
+            [100 * r[f"{name}_low"] for r in rows],
+            [100 * r[f"{name}_high"] for r in rows],
+            color=colour,
+            lw=1,
+        )
+        ax.plot(
+            [100 * r[name] for r in rows],
+            ys,
+            ls="none",
+            marker="o",
+            ms=4,
+            color=colour,
+            label=name.upper().replace("_MINUS_", " - "),
+        )
+    ax.axvline(0, color="grey", lw=0.6, ls=":")
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r["label"] for r in reversed(rows)], fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel(f"difference in win rate, points ({stats.LEVEL} interval)")
+    ax.legend(fontsize=8, loc="best")
+    _title(ax, "The first run's win rate minus each other's, per shared cell", fontsize=10)
+    return _png(fig)
+
+
 class Plotter:
     """Draws the report's plots in other processes (with more than one CPU) while the report
     goes on. Made at the start of a report (by `clocksweep report` before it even imports the

@@ -75,7 +75,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     ``head``: in per-deal mode, keep the recorded wins of the first ``head`` deals of each
     standard cell, for the replay check.
     """
-    results = _opened(where)
+    results = opened(where)
     location, run = results.location, results.run
     cells = run_cells(run)
     committed = [results.entries[index] for index in sorted(results.entries)]
@@ -120,7 +120,7 @@ def load(where: str, head: int = 0, workers: int | None = None) -> Loaded:
     )
 
 
-def _opened(where: str) -> validate.Results:
+def opened(where: str) -> validate.Results:
     """The results directory, refused in one line where the report cannot read it."""
     try:
         results = validate.open_results(where)

@@ -545,6 +545,15 @@ def to_html(blocks: list[tuple]) -> str:
 # --- The terminal -------------------------------------------------------------------------
 
 
+def aligned(headings: list[str], rows: list[list[str]], indent: str = "") -> list[str]:
+    """A table as lines of text: each column as wide as its widest value, two spaces apart."""
+    widths = [max(len(row[i]) for row in [headings, *rows]) for i in range(len(headings))]
+    return [
+        indent + "  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip()
+        for row in [headings, *rows]
+    ]
+
+
 def _run_text(run: dict) -> str:
     """One run of the results in words: when, how it ended (or that it has not), where."""
     when = f"{run['started']} to {run['finished']}" if run["finished"] else f"from {run['started']}"

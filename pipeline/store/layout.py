@@ -76,6 +76,12 @@ def group_of(path: str) -> int:
     return int(name[1]) if name and "/" in path else 0
 
 
+def wins_table_of(record: str) -> str:
+    """The table whose files hold a shard's wins deal by deal in record mode ``record``: the
+    per-deal rows (``won``), or a summary shard's ``wins``."""
+    return DEALS_TABLE if record == "deals" else WINS_TABLE
+
+
 def page_path(first: int, last: int) -> str:
     """The manifest's page of shards ``first`` to ``last``, relative to the results directory."""
     return f"{PAGES_DIR}/shards-{first:06d}-{last:06d}.json"

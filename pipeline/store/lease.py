@@ -314,6 +314,18 @@ class Lease:
         age = (now - answer["LastModified"]).total_seconds() if now else 0.0
         return answer["ETag"], body if isinstance(body, dict) else {}, age
 
+    def holder_now(self) -> str | None:
+        """Who holds the lease now, read and never taken or written: "pid P on HOST", or
+        None where there is none, it has lapsed (unrenewed for the lease's time, by the
+        store's clock) or its driver is known to have ended on this host."""
+        held = self._holder()
+        if held is None:
+            return None
+        _, body, age = held
+        if age > self.seconds or holder_here(body) == ENDED:
+            return None
+        return f"pid {body.get('pid', '?')} on {body.get('host', '?')}"
+
     def acquire(self) -> Lease:
         """Take the lease, or raise `LeaseHeld` naming the run that holds it."""
         if self._put(IfNoneMatch="*"):

@@ -41,6 +41,11 @@ class Growth(str):
     short last shard, and the sweep has grown past it (played again, whole)."""
 
 
+class Pending(str):
+    """Why a shard of the plan is not read when nothing about it is wrong: a cell group
+    added to the sweep has not committed it yet (a run has it to play)."""
+
+
 def entry_problem(entry: ShardEntry, shard: Shard, n_cells: int, tables) -> str | None:
     """What is wrong with a well-formed manifest entry for ``shard`` of the plan: its range,
     deals, cells and rows as the plan makes them, and each of ``tables`` once, at the shard's

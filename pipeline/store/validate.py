@@ -23,6 +23,7 @@ from pipeline.store.layout import (
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
 from pipeline.store.records import (
+    Pending,
     checked_entries,
     entry_shape_problem,
     listed_entries,
@@ -203,15 +204,16 @@ def add_group(location: Location, group, plan: ShardPlan, schemas, entries, prob
     except ResultsError as error:
         theirs, why = None, str(error).removeprefix(f"{place.where}: ")
     else:
-        why = f"{MANIFEST_FILE}: missing (none of its shards committed)"
+        why = Pending(f"{MANIFEST_FILE}: missing (none of its shards committed)")
     if theirs is not None and theirs["config_hash"] != group.config_hash:
         theirs, why = None, f"{MANIFEST_FILE}: belongs to another cell group or config"
     if theirs is None:
-        problems.append((None, group.path(why)))
+        problems.append((None, type(why)(group.path(why))))
         found, group_problems, listed, unread = {}, [], frozenset(), []
     else:
         found, group_problems, listed, unread = group_entries(place, theirs, plan, group, schemas)
-    problems += [(index, group.path(problem)) for index, problem in group_problems]
+    # Each problem keeps its kind (`records.Growth`, `Pending`: nothing wrong) in the results'.
+    problems += [(index, type(problem)(group.path(problem))) for index, problem in group_problems]
     # A shard its problems name already (one by one, or by a page) is not named again.
     named = {index for index, _ in group_problems}
     for index in sorted(entries):
@@ -219,7 +221,10 @@ def add_group(location: Location, group, plan: ShardPlan, schemas, entries, prob
         if mine is None:
             if theirs is not None and index not in named and not any(index in r for r in unread):
                 problems.append(
-                    (index, f"{group.directory}: shard {index} of its cells is not committed")
+                    (
+                        index,
+                        Pending(f"{group.directory}: shard {index} of its cells is not committed"),
+                    )
                 )
             del entries[index]
             continue
@@ -361,6 +366,24 @@ def validate(where: str | Location) -> tuple[list[str], dict]:
             f"{results.location.where}: the results changed or failed while validate read "
             f"them ({_first_line(error)}); validate again once no run is writing there"
         ) from None
+
+
+def described(problems: list[str], figures: dict) -> str:
+    """What `clocksweep validate` prints of what `validate` found: each problem and note in
+    a line, then a line of the figures."""
+    per_row = figures["bytes_per_row"]
+    broken = f", {figures['broken']} with problems" if figures["broken"] else ""
+    return "\n".join(
+        [f"problem: {problem}" for problem in problems]
+        + [f"note: {note}" for note in figures.get("notes", [])]
+        + [
+            f"{figures['committed']}/{figures['shards']} shards committed{broken}; verified: "
+            f"{figures['deals']:,} deals x {figures['cells']} cells in {figures['files']} "
+            f"files, {figures['bytes']:,} bytes"
+            + (f" ({per_row:.2f} bytes per deal row)" if per_row else "")
+            + (f"; {len(problems)} problem(s)" if problems else "; valid")
+        ]
+    )
 
 
 def _checked(results: Results) -> tuple[list[str], dict]:

@@ -70,7 +70,7 @@ def group_jobs(config: SweepConfig, parts: list[Part]) -> list[dict]:
 
 def wins_table_of(config: SweepConfig) -> str:
     """The table whose files hold a shard's wins, which a later cell group reads."""
-    return layout.DEALS_TABLE if config.record == "deals" else layout.WINS_TABLE
+    return layout.wins_table_of(config.record)
 
 
 def played_before(

@@ -127,6 +127,18 @@ def test_paired_difference_is_antisymmetric():
     assert ab.low == pytest.approx(-ba.high) and ab.high == pytest.approx(-ba.low)
 
 
+def test_independent_difference_is_newcombes_worked_example():
+    # Newcombe (1998), independent proportions, example (a): 56/70 - 48/80, method 10.
+    difference, low, high = stats.independent_difference(56, 70, 48, 80)
+    assert difference == pytest.approx(56 / 70 - 48 / 80)
+    assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)
+    # On the same counts with no correlation, the paired interval is the independent one.
+    paired = stats.paired_difference(20, 20, 20, 20)
+    assert (paired.low, paired.high) == pytest.approx(
+        stats.independent_difference(40, 80, 40, 80)[1:]
+    )
+
+
 def test_pooling_keeps_expected_counts_and_totals():
     observed = [0, 1, 0, 3, 10, 40, 30, 2, 1]
     expected = [0.2, 0.8, 1.5, 3.0, 12.0, 38.0, 31.0, 0.9, 0.6]
