@@ -429,10 +429,10 @@ def read_results(read, wheres, *options):
     """``read(wheres, *options)``, each store first asked within the connect deadline."""
     from pipeline.api import user_errors
 
-    for where in wheres:
-        note_credentials(where)
-        first_look(where)
     try:
+        for where in wheres:
+            note_credentials(where)
+            first_look(where)
         return read(wheres, *options)
     except user_errors() as error:
         raise Failed(error) from None
