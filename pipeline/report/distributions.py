@@ -24,6 +24,16 @@ from pipeline.records import summary
 P_FLAG = 1e-6
 
 
+# Each verdict of a distribution on its law.
+FITS, OFF, NO_LAW = "fits its law", "OFF its law", "no law known"
+
+
+def verdict_of(p_value: float | None) -> str:
+    if p_value is None:
+        return NO_LAW
+    return OFF if p_value < P_FLAG else FITS
+
+
 def table_of(measure: str) -> str:
     """The summary table whose keys hold ``measure``."""
     return next(name for name, (keys, _) in summary.TABLES.items() if measure in keys)
@@ -74,6 +84,7 @@ def distribution(measure: str, cell: Cell, observed: dict[int, int], law: laws.L
     if law.known:
         fit = stats.chisquare_gof(observed, {v: float(p) for v, p in chances.items()})
         record.update(chi2=fit.statistic, dof=fit.dof, p_value=fit.p_value, bins=len(fit.bins))
+    record["verdict"] = verdict_of(record["p_value"])
     record["rows"] = [
         {
             measure: value,
@@ -120,14 +131,14 @@ def off_their_laws(records: list[dict]) -> list[dict]:
     return [
         {"distribution": d["measure"], "cell": d["cell"], "n": d["n"], "p_value": d["p_value"]}
         for d in records
-        if d["p_value"] is not None and d["p_value"] < P_FLAG
+        if d["verdict"] == OFF
     ]
 
 
 def flattened(records: list[dict]) -> list[dict]:
     """distributions.csv's rows: one for each value of each record, with its record's cell,
     law and fit; the value in one column, ``value``, whatever the measure."""
-    heads = ("measure", "cell", "n", "law", "chi2", "dof", "p_value")
+    heads = ("measure", "cell", "n", "law", "chi2", "dof", "p_value", "verdict")
     return [
         {
             **{name: d[name] for name in heads},

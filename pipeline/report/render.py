@@ -363,7 +363,6 @@ def _every_law_blocks(every: list[dict]) -> list[tuple]:
         if not d["law_known"]:
             unknown.setdefault((d["measure"], d["law"]), []).append((d["cell"], cells))
             continue
-        off = d["p_value"] < P_FLAG
         more = f" (and {cells - 1} more cell(s) with the same counts)" if cells > 1 else ""
         rows.append(
             [
@@ -374,7 +373,7 @@ def _every_law_blocks(every: list[dict]) -> list[tuple]:
                 f"{d['exact_mean']:.4f}",
                 f"{fmt(d['chi2'])} on {d['dof']} df",
                 fmt(d["p_value"], "p"),
-                "OFF its law" if off else "fits",
+                d["verdict"],
             ]
         )
     header = ["measure", "cell", "deals", "mean", "exact mean", "chi-square", "p", "verdict"]

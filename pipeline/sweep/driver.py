@@ -265,6 +265,12 @@ class SweepRun:
         lock = self.lock
         undo = None if lock is None else (lambda: lock.release(refused=True))
         if starts_local(self.config, self.address):
+            # Ray's start takes seconds in which nothing else is said: say what is happening.
+            meanwhile = ", the first shards played here meanwhile" if self.early else ""
+            self.progress.say(
+                f"starting a local Ray instance (5-15 s{meanwhile}; "
+                '[run] executor = "threads" plays without Ray)'
+            )
             self.watchdog = Watchdog.start()
         # Ray's own messages (its start, its warnings) go to the run's log, not the terminal.
         self.signals.enter_context(ray_logs_to(self.progress.log))

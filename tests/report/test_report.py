@@ -703,10 +703,12 @@ def test_every_distribution_of_every_cell_is_beside_its_law_or_says_none_is_know
         assert (d["n"] == 60_000) == (d["measure"] != "rescue_pile"), (d["measure"], d["n"])
         if not law.known:
             assert d["law"].startswith("none known") and mine["exact"].null_count() == mine.height
+            assert d["verdict"] == "no law known" and d["p_value"] is None
             continue
         for row in mine.iter_rows(named=True):
             assert abs(row["exact"] - float(law.chances.get(row["value"], 0))) < 1e-12, row
         assert d["p_value"] > 1e-4, (d["measure"], d["cell"], d["p_value"])
+        assert {d["verdict"]} == set(mine["verdict"].to_list()) == {"fits its law"}
     known = {(d["measure"], d["cell"].split()[1]) for d in every if d["law_known"]}
     assert ("cards_turned", "most") in known and ("cards_turned", "informed") not in known
     assert document["laws_disagree"] == []

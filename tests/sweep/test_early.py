@@ -79,6 +79,9 @@ def test_shards_played_while_ray_starts_are_the_bytes_ray_writes(tmp_path):
     # Ray's own messages too: its start (and, with token auth on, its warning) are logged.
     assert "Started a local Ray instance" not in said and "Token authentication" not in said
     assert "ray: info: Started a local Ray instance" in with_early, with_early
+    # The terminal's first line, before Ray's seconds-long start, says what is happening.
+    first = said.strip().splitlines()[0]
+    assert first.startswith("clocksweep: starting a local Ray instance (5-15 s, the first "), said
     played = PLAYED.search(with_early)
     # On a busy machine the threads, at the lowest priority until Ray is up, may finish none
     # before Ray does; those they began they finish then (shards of one batch).
