@@ -54,3 +54,15 @@ ERROR_PREFIX = "clocksweep: error: "
 # How a claims file argument (`report --claims`, a stop rule's `claims_file`) names the rule
 # pages' claims, shipped with the package (pipeline/claims/rule-pages.toml).
 RULE_PAGES = "rule-pages"
+
+
+def html_fields(title: str, fields: list[tuple[str, object]]) -> str:
+    """A notebook's view of an object: its title, then a table of its fields, escaped."""
+    import html
+
+    rows = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(str(name))}</th>"
+        f"<td style='text-align:left'>{html.escape(str(value))}</td></tr>"
+        for name, value in fields
+    )
+    return f"<div><strong>{html.escape(title)}</strong><table>{rows}</table></div>"

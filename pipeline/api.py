@@ -200,8 +200,32 @@ class Results:
         self.replay = replay
         self.outcome: Outcome | None = None  # what the run that gave these results did
 
+    def fields(self) -> list[tuple[str, object]]:
+        """What a notebook shows of the results: as `clocksweep runs` lists them."""
+        from pipeline.report import runs as listing
+
+        try:
+            record = listing.described(self.location, self.location.where)
+        except user_errors() as error:
+            return [("state", f"unreadable: {as_error(error)}")]
+        return [
+            (heading, text(record))
+            for heading, text in listing.TEXT_COLUMNS
+            if heading not in ("name", "where")
+        ]
+
     def __repr__(self) -> str:
-        return f"Results({self.location.where!r})"
+        lines = [f"Results({self.location.where!r})"]
+        return "\n".join(lines + [f"  {name}: {value}" for name, value in self.fields()])
+
+    def _repr_html_(self) -> str:
+        from pipeline import html_fields
+
+        fields = self.fields()
+        view = html_fields(f"Results at {self.location.where}", fields)
+        if self.outcome is not None:
+            view += self.outcome._repr_html_()
+        return view
 
     @property
     def path(self) -> str:

@@ -17,6 +17,7 @@ from rows import kernel_rows, sorted_rows
 import pipeline.api as clocksweep
 from pipeline import ERROR_PREFIX
 from pipeline.cli import cli
+from pipeline.sweep import config as sweep_config
 
 CONFIG = """
 name = "api"
@@ -175,3 +176,31 @@ def test_write_report_names_its_own_parameter_in_an_error(results, tmp_path):
             opened.write_report(out, plots=False)
         assert str(refused.value).startswith("write_report(out=...): "), str(refused.value)
         assert "--out" not in str(refused.value)
+
+
+def test_a_notebook_shows_a_config_a_run_and_its_results_in_a_few_lines(tmp_path):
+    """Issue 47: the reprs were dumps (every cell of a config, every shard a run committed).
+    Each is now a few lines of what a user reads, and its HTML view escapes what it shows."""
+    config = clocksweep.load_config(
+        {
+            "name": "nb",
+            "seed": 5,
+            "deals": 3000,
+            "shard_size": 1000,
+            "output": str(tmp_path / "nb<&>"),
+            "run": {"executor": "threads"},
+            "grid": {key: list(values) for key, values in sweep_config.FULL_GRID.items()},
+        }
+    )
+    shown = repr(config)
+    assert len(config.cells) == 96 and len(shown.splitlines()) == 9 and len(shown) < 600, shown
+    assert "seed: 5" in shown and "cells: 96: standard" in shown and "and 92 more" in shown
+    assert "<&>" not in config._repr_html_() and "nb&lt;&amp;&gt;" in config._repr_html_()
+    results = clocksweep.run(config, progress=io.StringIO())  # 96 cells x 3,000 deals: 1 s
+    outcome = repr(results.outcome)
+    assert "committed_here" not in outcome and "shards: 3 of 3 committed" in outcome, outcome
+    lines = repr(results).splitlines()
+    assert lines[0] == f"Results({str(tmp_path / 'nb<&>')!r})", lines
+    assert "  state: complete" in lines and "  deals: 3,000/3,000" in lines, lines
+    assert "Outcome of the run" in results._repr_html_()
+    assert "state" in clocksweep.open_results(tmp_path / "nb<&>")._repr_html_()

@@ -48,7 +48,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
-from pipeline import echoed
+from pipeline import echoed, html_fields
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.inference import anytime, claim_file
@@ -109,6 +109,29 @@ class SweepConfig:
     lease_wait: float | None = None
     strategy_seconds: float | None = None  # None: DEFAULT_STRATEGY_SECONDS
     customs: tuple[rules.Custom, ...] = ()  # the grid's strategies of the user's, by name
+
+    def fields(self) -> list[tuple[str, object]]:
+        """What a notebook shows of the config: its keys as a user reads them."""
+        labels = [cell.label for cell in self.cells]
+        shown = ", ".join(labels[:4]) + (f", and {len(labels) - 4} more" if len(labels) > 4 else "")
+        return [
+            ("seed", self.seed),
+            ("deals", f"{self.first:,}-{self.first + self.deals - 1:,} ({self.deals:,})"),
+            ("shard_size", f"{self.shard_size:,}"),
+            ("record", self.record),
+            ("cells", f"{len(labels)}: {shown}"),
+            ("stop", self.stop.describe() if self.stop else "none"),
+            ("executor", self.executor),
+            ("output", self.output),
+        ]
+
+    def __repr__(self) -> str:
+        # The dataclass's own repr is every cell in full, thousands of characters.
+        lines = [f"SweepConfig {self.name!r}"]
+        return "\n".join(lines + [f"  {name}: {value}" for name, value in self.fields()])
+
+    def _repr_html_(self) -> str:
+        return html_fields(f"SweepConfig {self.name!r}", self.fields())
 
     @property
     def output(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline import html_fields
 from pipeline.sweep.config import SweepConfig
 from pipeline.sweep.progress import format_rate, format_seconds
 
@@ -31,6 +32,26 @@ class Outcome:
     committed: int = 0
     cells: int = 0  # every cell group's
     groups: int = 1  # cell groups: played and skipped count each group's shards
+
+    def fields(self) -> list[tuple[str, object]]:
+        """What a notebook shows of what the run did."""
+        failed = ", ".join(map(str, self.failed[:10])) or "none"
+        return [
+            ("shards", f"{self.committed:,} of {self.shards:,} committed"),
+            ("played", f"{self.played:,} shard(s), {self.played_deals:,} deals"),
+            ("already committed", f"{self.skipped:,} shard(s)"),
+            ("deals", f"{self.deals:,} x {self.cells} cells"),
+            ("bytes", f"{self.bytes:,}"),
+            ("seconds", format_seconds(self.seconds)),
+            ("failed shards", failed),
+        ]
+
+    def __repr__(self) -> str:
+        # The dataclass's own repr lists every shard this run committed, as (shard, group).
+        return "Outcome\n" + "\n".join(f"  {name}: {value}" for name, value in self.fields())
+
+    def _repr_html_(self) -> str:
+        return html_fields("Outcome of the run", self.fields())
 
 
 class Interrupted(KeyboardInterrupt):
