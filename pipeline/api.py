@@ -36,11 +36,14 @@ FAILURE_STATUS = 1  # the input was fine and the work failed: a store, a shard t
 
 class ClocksweepError(Exception):
     """What the command line reports as its one error line: ``str(error)`` is the line's
-    text, ``status`` the exit status it ends with (2: the input; 1: a failure)."""
+    text, ``status`` the exit status it ends with (2: the input; 1: a failure). Where the
+    line names a flag of the command line's, ``str(error)`` names the API's keyword instead,
+    and ``command_line`` is the line as the command line says it."""
 
-    def __init__(self, message: str, status: int = INPUT_STATUS):
+    def __init__(self, message: str, status: int = INPUT_STATUS, command_line: str = ""):
         super().__init__(message)
         self.status = status
+        self.command_line = command_line or message
 
 
 class ShardsFailed(ClocksweepError):
@@ -65,7 +68,12 @@ def as_error(error: Exception) -> ClocksweepError:
     failed = isinstance(error, layout.StoreError) or isinstance(
         error.__context__, layout.StoreError
     )
-    return ClocksweepError(str(error), FAILURE_STATUS if failed else INPUT_STATUS)
+    line = str(error)
+    return ClocksweepError(
+        line.replace(layout.START_OVER, "run(config, fresh=True)"),
+        FAILURE_STATUS if failed else INPUT_STATUS,
+        command_line=line,
+    )
 
 
 def user_errors():

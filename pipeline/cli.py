@@ -43,7 +43,7 @@ class Failed(click.ClickException):
 
         if not isinstance(error, ClocksweepError):
             error = as_error(error)
-        super().__init__(str(error))
+        super().__init__(error.command_line)
         self.exit_code = error.status
 
 

@@ -178,20 +178,23 @@ def test_write_report_names_its_own_parameter_in_an_error(results, tmp_path):
         assert "--out" not in str(refused.value)
 
 
+def on_threads(output: Path, seed: int, deals: int) -> dict:
+    """A config, as a dict, of shards of 1,000 deals played on threads into ``output``."""
+    return {
+        "name": "nb",
+        "seed": seed,
+        "deals": deals,
+        "shard_size": 1000,
+        "output": str(output),
+        "run": {"executor": "threads"},
+    }
+
+
 def test_a_notebook_shows_a_config_a_run_and_its_results_in_a_few_lines(tmp_path):
     """Issue 47: the reprs were dumps (every cell of a config, every shard a run committed).
     Each is now a few lines of what a user reads, and its HTML view escapes what it shows."""
-    config = clocksweep.load_config(
-        {
-            "name": "nb",
-            "seed": 5,
-            "deals": 3000,
-            "shard_size": 1000,
-            "output": str(tmp_path / "nb<&>"),
-            "run": {"executor": "threads"},
-            "grid": {key: list(values) for key, values in sweep_config.FULL_GRID.items()},
-        }
-    )
+    grid = {key: list(values) for key, values in sweep_config.FULL_GRID.items()}
+    config = clocksweep.load_config(on_threads(tmp_path / "nb<&>", 5, 3000) | {"grid": grid})
     shown = repr(config)
     assert len(config.cells) == 96 and len(shown.splitlines()) == 9 and len(shown) < 600, shown
     assert "seed: 5" in shown and "cells: 96: standard" in shown and "and 92 more" in shown
@@ -204,3 +207,24 @@ def test_a_notebook_shows_a_config_a_run_and_its_results_in_a_few_lines(tmp_path
     assert "  state: complete" in lines and "  deals: 3,000/3,000" in lines, lines
     assert "Outcome of the run" in results._repr_html_()
     assert "state" in clocksweep.open_results(tmp_path / "nb<&>")._repr_html_()
+
+
+def test_an_error_raised_through_the_api_names_its_keyword_not_the_flag(tmp_path):
+    """Issue 47: after the README's main command, its Python snippet met "... use --fresh to
+    start over", the command line's flag. Through the API the line names `fresh=True`; the
+    command line, on the same results, still names --fresh."""
+    table = on_threads(tmp_path / "nb", 6, 2000)
+    clocksweep.run(clocksweep.load_config(table), progress=io.StringIO())
+    fewer = clocksweep.load_config(table, deals=1000)
+    with pytest.raises(clocksweep.ClocksweepError) as raised:
+        clocksweep.run(fewer, progress=io.StringIO())
+    assert "use run(config, fresh=True) to start over" in str(raised.value), raised.value
+    assert "--fresh" not in str(raised.value) and raised.value.status == 2
+    text = (
+        f'name = "nb"\nseed = 6\ndeals = 2000\nshard_size = 1000\noutput = "{tmp_path / "nb"}"\n'
+        '[run]\nexecutor = "threads"\n'
+    )
+    path = config_file(tmp_path, text, "nb.toml")
+    said = CliRunner().invoke(cli, ["run", str(path), "--set", "deals=1000"])
+    assert said.exit_code == 2 and "use --fresh to start over" in said.stderr, said.output
+    assert clocksweep.run(fewer, fresh=True, progress=io.StringIO()).outcome.deals == 1000

@@ -22,7 +22,7 @@ from pipeline.engine import rules
 from pipeline.engine.rules import Cell
 from pipeline.records import identity
 from pipeline.store.entries import RunRecord
-from pipeline.store.layout import ResultsError, group_directory
+from pipeline.store.layout import START_OVER, ResultsError, group_directory
 from pipeline.store.location import Location
 
 
@@ -112,7 +112,7 @@ def grown_groups(
         raise ResultsError(
             f"output: {where} holds results of another config (hash "
             f"{first.config_hash[:12]}, this one {theirs[:12]}); "
-            "use --fresh to replace them, or choose another output"
+            f"use {START_OVER} to replace them, or choose another output"
         )
     played = [cell for group in recorded for cell in group.cells]
     _refuse_changed_strategies(played, cells, where)
@@ -122,7 +122,7 @@ def grown_groups(
         raise ResultsError(
             f"grid: the sweep in {where} has played {lost[0].label}, which this config's grid "
             f"does not have{f' (nor {len(lost) - 1} more)' if len(lost) > 1 else ''}; a sweep "
-            "grows by cells, it does not lose any: add it back, or use --fresh to start over"
+            f"grows by cells, it does not lose any: add it back, or use {START_OVER} to start over"
         )
     new = [cell for cell in cells if cell not in set(played)]
     if not new:
@@ -143,7 +143,7 @@ def _refuse_changed_strategies(played, cells, where: str) -> None:
             raise ResultsError(
                 f"grid.strategy: {cell.custom.spec or cell.strategy!r} is not the function "
                 f"the sweep in {where} played as {cell.strategy!r} ({_what_changed(before, cell.custom)}); "
-                "restore it, rename the function to add it as a new strategy, or use --fresh "
+                f"restore it, rename the function to add it as a new strategy, or use {START_OVER} "
                 "to start over"
             )
 

@@ -42,6 +42,9 @@ LOCK_FILE = ".lock"
 SHARDS_DIR = "shards"
 PARTIAL_DIR = f"{SHARDS_DIR}/.partial"  # files being written, or written and not yet committed
 REPORT_DIR = "report"
+# How an error line names the way to start a sweep over: the command line's flag. The API
+# says its own keyword in its place (`api.as_error`).
+START_OVER = "--fresh"
 LOG_FILE = "run.log"  # how each run played, appended (a local directory's only)
 DEALS_TABLE = "deals"
 FACTS_TABLE = "facts"  # written beside the per-deal rows: see summary.FactCounts

@@ -18,6 +18,7 @@ from pipeline.store.layout import (
     DEALS_TABLE,
     MANIFEST_FILE,
     RUN_FILE,
+    START_OVER,
     ResultsError,
     article,
     group_of,
@@ -172,7 +173,7 @@ def version_problem(run: RunRecord) -> str | None:
         return None
     return (
         f"{RUN_FILE}: the results are in record schema {written}, this clocksweep reads "
-        f"{read}; rerun the config with --fresh to write them again"
+        f"{read}; rerun the config with {START_OVER} to write them again"
     )
 
 

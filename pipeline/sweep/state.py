@@ -12,7 +12,7 @@ import pyarrow as pa
 from pipeline.store import groups, layout, records, validate
 from pipeline.store.entries import RunRecord
 from pipeline.store.files import expected_schemas
-from pipeline.store.layout import MANIFEST_FILE, RUN_FILE
+from pipeline.store.layout import MANIFEST_FILE, RUN_FILE, START_OVER
 from pipeline.store.location import Location
 from pipeline.store.manifest import Manifest
 from pipeline.store.plan import ShardPlan, plan_shards
@@ -236,7 +236,7 @@ def refuse_shrinking(config: SweepConfig, listed: dict, location: Location) -> N
     if committed > config.deals:
         raise layout.ResultsError(
             f"deals: {config.deals:,} is fewer than the {committed:,} deals already committed "
-            f"in {config.output}; raise deals to grow the sweep, or use --fresh to start over"
+            f"in {config.output}; raise deals to grow the sweep, or use {START_OVER} to start over"
         )
 
 
@@ -255,7 +255,7 @@ def read_previous(
             ours = location.kind(name) == "file"  # not a directory or link, which is not ours
             if fresh and ours:
                 return None
-            advice = "; use --fresh to start over there" if ours else ""
+            advice = f"; use {START_OVER} to start over there" if ours else ""
             raise layout.ResultsError(
                 f"output: {where}: {str(error).removeprefix(location.where + ': ')}{advice}"
             ) from None
@@ -270,7 +270,7 @@ def read_previous(
             if listed["config_hash"] != ours and not fresh:
                 raise layout.ResultsError(
                     f"output: {where}: its {MANIFEST_FILE} is another config's (hash "
-                    f"{listed['config_hash'][:12]}) and its {RUN_FILE} is missing; use --fresh "
+                    f"{listed['config_hash'][:12]}) and its {RUN_FILE} is missing; use {START_OVER} "
                     "to start over there"
                 )
             return None, listed
