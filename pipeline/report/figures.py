@@ -3,8 +3,8 @@
 Figures (all from the summed tables): per-cell win rates with Wilson intervals, and the
 exact value, difference and z-score where `odds.exact_win_of` has one (|z| > 4 flagged);
 paired comparisons (the difference with Newcombe's interval, exact McNemar); distributions
-(cards turned against the Score Four law with a chi-square, cards left at the first death,
-`play_out` restarts and stray deaths, rescue win rate by cards left against its exact value);
+(every measure on every cell against its exact law, `distributions`; `play_out`'s restarts
+with their stray deaths; rescue win rate by cards left against its exact value);
 the hint's calibration; the claims (`claims`, docs/claims.md); provenance.
 """
 
@@ -336,12 +336,13 @@ class Figures:
         return distributions.every_distribution(self.tables, list(self.cells))
 
     def restarts(self) -> list[dict]:
-        """`play_out`'s restarts per cell against their exact law (`odds.restarts_law`)."""
+        """`play_out`'s restarts per cell against their exact law (`laws.law_of`)."""
         out = []
         for cell in self.cells:
             if cell.variant != "play_out":
                 continue
-            law = laws.law_of("restarts", cell).chances
+            law = laws.law_of("restarts", cell)
+            chances = law.chances
             frame = (
                 self.tables["counts"]
                 .filter(_label_filter(cell))
@@ -357,10 +358,10 @@ class Figures:
                     "restarts": k,
                     "n": int(seen[k]["n"]) if k in seen else 0,
                     "stray_deaths": int(seen[k]["stray"] or 0) if k in seen else 0,
-                    "exact": float(law[k]) if k in law else 0.0,
-                    "exact_fraction": odds.fraction_text(law.get(k, odds.Fraction(0))),
+                    "exact": float(chances[k]) if k in chances else 0.0,
+                    "exact_fraction": odds.fraction_text(chances.get(k, odds.Fraction(0))),
                 }
-                for k in sorted(set(law) | set(seen))
+                for k in sorted(set(chances) | set(seen))
             ]
             out.append(_restarts_record(cell, rows, law))
         return out
@@ -484,20 +485,21 @@ OWN_VERDICTS = {
 }
 
 
-def _restarts_record(cell: Cell, rows: list[dict], law: dict) -> dict:
+def _restarts_record(cell: Cell, rows: list[dict], law: laws.Law) -> dict:
     """A `play_out` cell's restarts: the counts, their mean against the exact one, and the
     fit of the counts to the law (`stats.chisquare_gof`)."""
     total = sum(r["n"] for r in rows)
     later = sum(r["restarts"] * r["n"] for r in rows)
     fit = stats.chisquare_gof(
-        {r["restarts"]: r["n"] for r in rows if r["n"]}, {k: float(p) for k, p in law.items()}
+        {r["restarts"]: r["n"] for r in rows if r["n"]},
+        {k: float(p) for k, p in law.chances.items()},
     )
     return {
         "cell": cell.label,
         "n": total,
         "mean_restarts": later / total if total else math.nan,
-        "exact_mean": float(odds.restarts_mean()),
-        "exact_mean_fraction": odds.fraction_text(odds.restarts_mean()),
+        "exact_mean": float(law.mean()),
+        "exact_mean_fraction": odds.fraction_text(law.mean()),
         "chi2": fit.statistic,
         "dof": fit.dof,
         "p_value": fit.p_value,
