@@ -24,6 +24,15 @@ STARTED_FIRST = (
 )
 
 
+def pytest_configure(config):
+    """Compile the kernels into numba's cache once, before xdist starts its processes
+    (`warm`); in those processes (``workerinput``), nothing."""
+    if not hasattr(config, "workerinput"):
+        import warm
+
+        warm.warm_once()
+
+
 def pytest_collection_modifyitems(config, items):
     """The modules of STARTED_FIRST first, in its order; the others after, as collected (a
     module's tests keep their order, and stay together)."""
