@@ -127,10 +127,12 @@ def _config_of(config: SweepConfig | str | os.PathLike | Mapping) -> SweepConfig
 
 
 def plan(config: SweepConfig | str | os.PathLike | Mapping) -> str:
-    """The cells, shards and total deals a run of ``config`` would play (``run --dry-run``)."""
-    from pipeline.sweep import driver
+    """The cells, shards and total deals a run of ``config`` would play, and the bytes it
+    would write, measured on a sample of its deals played now (``run --dry-run``)."""
+    from pipeline.sweep import driver, estimate
 
-    return driver.describe_plan(_config_of(config))
+    config = _config_of(config)
+    return f"{driver.describe_plan(config)}\n{estimate.estimate_line(config)}"
 
 
 # --- Running ---------------------------------------------------------------------------

@@ -329,7 +329,7 @@ def bench(seconds, as_json):
     help="Override a config key, e.g. deals=100000000 or grid.strategy=most,random.",
 )
 @click.option(
-    "--dry-run", is_flag=True, help="Print the cells, shards and total deals; run nothing."
+    "--dry-run", is_flag=True, help="Print the plan and its size; write nothing to the output."
 )
 @click.option(
     "--fresh",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,27 @@ def test_dry_run(base):
     assert "shard-000000_deals-0-299" in text and "shard-000003_deals-900-999" in text
     assert "total: 1,000 deals x 3 cells = 3,000 deal results" in text
     assert not out.exists()
+
+
+@pytest.mark.parametrize("record", ["deals", "summary"])
+def test_the_dry_runs_size_is_what_the_run_then_writes(tmp_path, record):
+    """The dry run's size, measured on its first shard played aside, is within 5% of the
+    bytes the run's four shards then hold (equal shards: they differ only in how their
+    rows compress), and the dry run writes nothing to the output."""
+    out = tmp_path / "out"
+    body = BASE.format(out=out).replace("deals = 1000", "deals = 2600")
+    body = body.replace("shard_size = 300", f'shard_size = 650\nrecord = "{record}"')
+    path = write_config(tmp_path, body + '[run]\nexecutor = "threads"\n')
+    planned = clocksweep("run", path, "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert not out.exists()
+    said = re.search(r"size: about ([\d.]+) (kB|MB) of shard files", planned.stdout)
+    assert said, planned.stdout
+    estimated = float(said.group(1)) * {"kB": 1e3, "MB": 1e6}[said.group(2)]
+    ran = clocksweep("run", path)
+    assert ran.exit_code == 0, ran.output
+    written = int(re.search(r"([\d,]+) bytes", ran.stderr).group(1).replace(",", ""))
+    assert abs(estimated - written) <= 0.05 * written, (planned.stdout, ran.stderr)
 
 
 # --- Errors: one line, exit 2, nothing written --------------------------------------------
