@@ -217,12 +217,16 @@ class SweepRun:
                 and (index, group) not in state.grown
             }
         )
+        # The bar counts what this run plays: a resumed or grown sweep's committed shards
+        # are said once, in the line before it, not counted as done (a sweep of 2,000,000
+        # deals grown by a cell was "deals 4,000,000/4,000,000").
+        committed_deals = sum(part.manifest.totals.deals for part in parts)
         self.progress = Progress(
             self.stream,
-            self.shards.count * len(parts),
-            self.config.deals * len(parts),
-            outcome.skipped,
-            sum(part.manifest.totals.deals for part in parts),
+            self.shards.count * len(parts) - outcome.skipped,
+            self.config.deals * len(parts) - committed_deals,
+            0,
+            0,
         )
         self.progress.verbose = self.verbose
 

@@ -112,6 +112,8 @@ def test_a_new_cell_plays_only_itself_and_reads_as_one_sweep(tmp_path, record):
     assert grown.exit_code == 0, grown.output
     assert "3 of 6 shards x 2 cell groups to play (3 already committed)" in grown.stderr
     assert "4 cells x 3,000 deals committed in 3/3 shards" in grown.stderr, grown.stderr
+    # The progress counts what this run plays, the new cell's shards: not 6,000 deals.
+    assert "shards 3/3, deals 3,000/3,000," in grown.stderr, grown.stderr
     assert "(3 played, 3 already committed of 6 shards x 2 cell groups)" in grown.stderr
     assert files_of(out) == first_files  # the first group's files untouched
     recorded = json.loads((out / "run.json").read_text())
