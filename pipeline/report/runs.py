@@ -151,22 +151,10 @@ def state_of(results: validate.Results, record: dict) -> str:
 
 
 def holder(place: Location) -> str | None:
-    """The run that holds ``place`` now, read and never taken: a local directory's lock (the
-    pid it holds), an S3 prefix's lease while it is renewed; None where none does, or where
-    the store has no way to hold it (other object stores) or to tell (no boto3)."""
+    """The run that holds ``place`` now, read and never taken (`Location.held_by`: a local
+    directory's lock, an S3 prefix's lease while it is renewed); None where none does."""
     pid = place.held_by()
-    if pid is not None:
-        return f"pid {pid}"
-    if not place.where.startswith("s3://"):
-        return None
-    from pipeline.store.lease import Lease
-
-    try:
-        return Lease(place).holder_now()
-    except StoreError:
-        raise
-    except ResultsError:  # no boto3, or an unreadable lease setting: it cannot be told
-        return None
+    return None if pid is None else f"pid {pid}"
 
 
 def last_written(files: dict) -> str | None:

@@ -315,7 +315,7 @@ class Lease:
         return answer["ETag"], body if isinstance(body, dict) else {}, age
 
     def holder_now(self) -> str | None:
-        """Who holds the lease now, read and never taken or written: "pid P on HOST", or
+        """Who holds the lease now, read and never taken or written: "P on HOST" (its pid), or
         None where there is none, it has lapsed (unrenewed for the lease's time, by the
         store's clock) or its driver is known to have ended on this host."""
         held = self._holder()
@@ -324,7 +324,7 @@ class Lease:
         _, body, age = held
         if age > self.seconds or holder_here(body) == ENDED:
             return None
-        return f"pid {body.get('pid', '?')} on {body.get('host', '?')}"
+        return f"{body.get('pid', '?')} on {body.get('host', '?')}"
 
     def acquire(self) -> Lease:
         """Take the lease, or raise `LeaseHeld` naming the run that holds it."""

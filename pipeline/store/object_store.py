@@ -11,6 +11,8 @@ from pipeline.store.layout import (
     PARTIAL_DIR,
     SHARD_FILE_NAME,
     SHARDS_DIR,
+    ResultsError,
+    StoreError,
     table_names,
 )
 from pipeline.store.location import Location, on_this_machine
@@ -75,6 +77,21 @@ class ObjectStore(Location):
 
             self.hold = Lease(self, answer_within).acquire()
         return self.hold
+
+    def held_by(self) -> str | None:
+        """On S3, the run whose lease is renewed now ("P on HOST", read and never taken);
+        None where none is, where the store cannot hold one (other object stores) or where
+        it cannot be told (no boto3: the run could not have taken it from here either)."""
+        if self.where.split("://", 1)[0] != "s3":
+            return None
+        from pipeline.store.lease import Lease
+
+        try:
+            return Lease(self).holder_now()
+        except StoreError:
+            raise
+        except ResultsError:
+            return None
 
     def _write(self, relative: str, data: bytes) -> None:
         # A PUT is atomic: the key appears whole or not at all.

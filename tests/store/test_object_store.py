@@ -365,10 +365,13 @@ def test_second_driver_refused_then_sigkill_and_rerun(
         # Read with the first driver's lease: renewed within it, so held.
         monkeypatch.setenv(store_lease.LEASE_ENV, DRIVER_LEASE[store_lease.LEASE_ENV])
         line = one_error_line(sweep(config_file, uri))
+        # validate sees the run by its lease, as it sees a local run by its lock: what that
+        # run has not committed yet is its work in flight, not damage.
+        checked = run("validate", uri)
         monkeypatch.setenv(store_lease.LEASE_ENV, str(LEASE_SECONDS))
-        assert (
-            f"in use by another clocksweep run (pid {first.pid} on {socket.gethostname()}" in line
-        )
+        holder = f"pid {first.pid} on {socket.gethostname()}"
+        assert f"in use by another clocksweep run ({holder}" in line
+        assert f"a clocksweep run ({holder}) is writing here" in checked.output, checked.output
 
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
