@@ -56,6 +56,9 @@ TABLES = {
     "blocks": (("wins",), ("n",)),
     "facts": (("won", "kings_at_bottom", "unvisited_at_third_king"), ("n",)),
 }
+COUNTED = ("counts", "turned", "piles")  # the tables of `Counters`
+if {key for table in COUNTED for key in TABLES[table][0]} != set(BY_NAME):
+    raise AssertionError("a measure no summary table counts (`measures.MEASURES`)")
 
 # The key columns' types: a per-deal column's own, and the counts' small integers.
 VALUE_TYPES = {

@@ -20,13 +20,17 @@ from pipeline.engine.record import Tallies
 from pipeline.engine.rules import Cell
 from pipeline.records import schema
 from pipeline.records.summary.blocks import BLOCK, block_table, block_table_of, block_tally
-from pipeline.records.summary.counters import OUTCOME, Counters, deal_rows, kernel_rows
+from pipeline.records.summary.counters import (
+    COUNTED,
+    OUTCOME,
+    Counters,
+    deal_rows,
+    kernel_rows,
+)
 from pipeline.records.summary.facts import FactCounts
 from pipeline.records.summary.labels import cell_labels, strategy_names
 from pipeline.records.summary.pairs import add_pair_sums, pair_table, pair_table_of
 from pipeline.records.summary.tables import schemas
-
-COUNTED = ("counts", "turned", "piles")  # the tables of `Counters`
 
 
 class ShardSummary:
@@ -81,9 +85,7 @@ class ShardSummary:
         if len(starts) > max(1024, len(rows.deal_offset) // 256):
             self.add_rows(np.repeat(run_cells, np.asarray(ends) - np.asarray(starts)), rows)
         else:
-            self.counters.add(
-                deal_rows(run_cells, starts, ends, rows), self.wins, self.present, True
-            )
+            self._count_runs(run_cells, starts, ends, rows)
 
     def add_rows(self, cell, rows: schema.DealColumns) -> None:
         """`add_runs` for rows in any order: ``cell`` indexes the cell list, per row."""
@@ -99,9 +101,11 @@ class ShardSummary:
             change = np.flatnonzero(cell[1:] != cell[:-1]) + 1
         starts = np.concatenate(([0], change))
         ends = np.concatenate((change, [len(cell)]))
-        self.counters.add(
-            deal_rows(cell[starts], starts, ends, rows), self.wins, self.present, True
-        )
+        self._count_runs(cell[starts], starts, ends, rows)
+
+    def _count_runs(self, run_cells, starts, ends, rows: schema.DealColumns) -> None:
+        """Count per-deal rows in runs of one cell, marking their wins and deals."""
+        self.counters.add(deal_rows(run_cells, starts, ends, rows), self.wins, self.present, True)
 
     def tables(self) -> dict[str, pa.Table]:
         """The six summary tables of everything added (``facts`` only from `add_matrix`:
