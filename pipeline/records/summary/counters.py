@@ -43,7 +43,7 @@ from pipeline.records import schema
 from pipeline.records.compiling import compiled_on_first_call
 from pipeline.records.summary.labels import LABEL_COLUMNS
 
-OUTCOME = BY_NAME["won"].name  # the column the pairs, blocks and wins are of
+OUTCOME = "won"  # the measure the pairs, blocks and wins are of: a win, deal by deal
 PAIR_LABELS = tuple(f"a_{name}" for name in LABEL_COLUMNS) + tuple(
     f"b_{name}" for name in LABEL_COLUMNS
 )
