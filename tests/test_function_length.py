@@ -11,7 +11,7 @@ import pipeline
 
 ROOT = Path(pipeline.__file__).parent
 MAX_LINES = 60
-COMPILED = {"njit", "jit", "_compiled_on_first_call"}  # numba's, and the records' own wrapper
+COMPILED = {"njit", "jit", "compiled_on_first_call"}  # numba's, and the records' own wrapper
 
 
 def compiled(node: ast.FunctionDef) -> bool:

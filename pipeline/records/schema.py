@@ -67,7 +67,7 @@ def _constant(value, n: int, type_: pa.DataType) -> pa.Array:
 
 def _measure_column(measure: Measure, results: dict[str, np.ndarray], index: int) -> pa.Array:
     """One measure's column of cell ``index`` of the kernel's results: null at its sentinel,
-    the hint num/den in float32 (0 where there is none, under the mask)."""
+    a measure of two arrays their quotient in float32 (0 where there is none, under the mask)."""
     first, *rest = (results[name][index] for name in measure.kernel)
     held = results[measure.sentinel_array][index]
     mask = None if measure.missing is None else held == measure.missing
@@ -87,7 +87,7 @@ def deal_table(
     seed: int, first: int, results: dict[str, np.ndarray], cells: list[Cell]
 ) -> pa.Table:
     """Kernel results for ``cells`` x deals ``first``.. as one Arrow table, cell by cell."""
-    count = results["won"].shape[1]
+    count = next(iter(results.values())).shape[1]
     deals = np.arange(first, first + count, dtype=np.uint64)
     pieces = []
     for index, cell in enumerate(cells):
@@ -108,8 +108,8 @@ def deal_table(
 class DealColumns:
     """Per-deal rows as the kernel codes them, what the summary counts (`summary.ShardSummary
     .add_runs`): each row's deal less the shard's first, and an array per measure
-    (`measures.MEASURES`), its sentinel where it has no value, the hint a float32 (0 where
-    there is none). The inverse of `deal_table`, a record batch at a time (`kernel_coded`)."""
+    (`measures.MEASURES`), its sentinel where it has no value, a fraction as a float32 (0
+    where there is none). The inverse of `deal_table`, a record batch at a time (`kernel_coded`)."""
 
     deal_offset: np.ndarray
     by_measure: dict[str, np.ndarray]

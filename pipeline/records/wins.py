@@ -1,10 +1,11 @@
 """A shard's wins, deal by deal and cell by cell: what pairs a cell added to a grown sweep
 with the cells played before it (`store.groups`), without playing those again.
 
-A per-deal shard has them in its rows (``won``). A summary shard counts its deals away, so it
-writes them too: the ``wins`` table, one row per cell with its labels (as in every summary
-table) and ``bits``, the cell's wins over the shard's deals packed to bits, the first deal in
-the high bit of the first byte (`np.packbits`), zero bits padding the last byte. A cell costs
+A per-deal shard has them in its rows (its outcome column, `summary.OUTCOME`). A summary
+shard counts its deals away, so it writes them too: the ``wins`` table, one row per cell with
+its labels (as in every summary table) and ``bits``, the cell's wins over the shard's deals
+packed to bits (`records.bits`), the first deal in the high bit of the first byte, zero bits
+padding the last byte. A cell costs
 an eighth of a byte a deal there, against a per-deal row's bytes.
 
 `packed_wins` and `deal_wins` give them back from a file's bytes of either kind; the store
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from pipeline.engine import rules
 from pipeline.engine.rules import Cell
-from pipeline.records import summary
+from pipeline.records import bits, summary
 
 
 def wins_schema(strategies: tuple[str, ...] = rules.STRATEGIES) -> pa.Schema:
@@ -52,22 +53,9 @@ def wins_table(
     columns = {
         **summary.cell_labels(cells, "", index, strategies),
         "deals": pa.array(np.full(len(cells), count, dtype=np.int64)),
-        "bits": bits_column(packed),
+        "bits": bits.bits_column(packed),
     }
     return pa.table(columns, schema=wins_schema(strategies))
-
-
-def bits_column(packed: np.ndarray) -> pa.Array:
-    """Each row of ``packed`` as one binary value, over its memory (no copy: a shard's bits
-    are megabytes, and a copy is fresh pages to fault in)."""
-    packed = np.ascontiguousarray(packed, dtype=np.uint8)
-    rows, width = packed.shape
-    if packed.size >= 2**31:  # binary's offsets are int32
-        raise ValueError(f"wins of {packed.size:,} bytes: a shard's must stay under 2 GiB")
-    offsets = np.arange(rows + 1, dtype=np.int32) * np.int32(width)
-    return pa.Array.from_buffers(
-        pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(packed)]
-    )
 
 
 def packed_wins(data: bytes, name: str, cells: Sequence[Cell], count: int) -> np.ndarray:
@@ -75,17 +63,16 @@ def packed_wins(data: bytes, name: str, cells: Sequence[Cell], count: int) -> np
     file (`wins_table`); ValueError naming the file (``name``) if a row is another cell's
     or shard's, or a cell is missing."""
     lut = summary.label_code_lut(cells)
-    won = np.zeros((len(cells), count), dtype=bool)
+    wins = np.zeros((len(cells), count), dtype=bool)
     seen = np.zeros((len(cells), count), dtype=bool)
     for batch in pq.ParquetFile(pa.BufferReader(data)).read().to_batches():
         runs, starts, _ = summary.batch_runs(batch, lut)
         for cell, start in zip(runs, starts):
             if cell < 0 or batch.column("deals")[start].as_py() != count:
                 raise ValueError(f"{name}: a row of another cell or shard")
-            bits = np.frombuffer(batch.column("bits")[start].as_py(), dtype=np.uint8)
-            won[cell] = np.unpackbits(bits, count=count).astype(bool)
+            wins[cell] = bits.unpacked(batch.column("bits")[start].as_py(), count)
             seen[cell] = True
-    return _every_deal(won, seen, name)
+    return _every_deal(wins, seen, name)
 
 
 def deal_wins(data: bytes, name: str, cells: Sequence[Cell], first: int, count: int) -> np.ndarray:
@@ -94,26 +81,28 @@ def deal_wins(data: bytes, name: str, cells: Sequence[Cell], first: int, count: 
     them, or lacks a cell's deals."""
     parquet = pq.ParquetFile(pa.BufferReader(data))
     lut = summary.label_code_lut(cells)
-    won = np.zeros((len(cells), count), dtype=bool)
+    wins = np.zeros((len(cells), count), dtype=bool)
     seen = np.zeros((len(cells), count), dtype=bool)
     for group in range(parquet.num_row_groups):
-        batch_table = parquet.read_row_group(group, columns=["deal", "won", *summary.LABEL_COLUMNS])
+        batch_table = parquet.read_row_group(
+            group, columns=["deal", summary.OUTCOME, *summary.LABEL_COLUMNS]
+        )
         for batch in batch_table.to_batches():
             runs, starts, ends = summary.batch_runs(batch, lut)
             deals = batch.column("deal").to_numpy()  # uint64: deal numbers reach 2**64 - 1
             if len(deals) and not (first <= int(deals.min()) and int(deals.max()) < first + count):
                 raise ValueError(f"{name}: a deal outside the shard's")
             offsets = (deals - np.uint64(first)).astype(np.int64)
-            played = batch.column("won").to_numpy(zero_copy_only=False)
+            played = batch.column(summary.OUTCOME).to_numpy(zero_copy_only=False)
             for cell, start, end in zip(runs, starts, ends):
                 if cell < 0:
                     continue  # a cell of no interest here
-                won[cell, offsets[start:end]] = played[start:end]
+                wins[cell, offsets[start:end]] = played[start:end]
                 seen[cell, offsets[start:end]] = True
-    return _every_deal(won, seen, name)
+    return _every_deal(wins, seen, name)
 
 
-def _every_deal(won: np.ndarray, seen: np.ndarray, name: str) -> np.ndarray:
+def _every_deal(wins: np.ndarray, seen: np.ndarray, name: str) -> np.ndarray:
     if not seen.all():
         raise ValueError(f"{name}: not every deal of the cells asked for is in it")
-    return won
+    return wins

@@ -271,10 +271,7 @@ def _deal_shard(location, entry, cells, head, decode_threads):
                     rows = schema.kernel_coded(batch, first)
                     if (run_cells < 0).any():
                         raise ValueError("rows of a cell the run does not list")
-                    if len(starts) > max(1024, batch.num_rows // 256):  # rows not grouped by cell
-                        shard.add_rows(np.repeat(run_cells, ends - starts), rows)
-                    else:
-                        shard.add_runs(run_cells, starts, ends, rows)
+                    shard.add_runs(run_cells, starts, ends, rows)
                 except ValueError as error:
                     raise ValueError(f"{record.path}: {error}") from None
     heads = {}
@@ -283,5 +280,5 @@ def _deal_shard(location, entry, cells, head, decode_threads):
             if rules.wins_as_standard(cell.variant):
                 keep = min(head, shard.count)
                 if shard.present[index, :keep].all():
-                    heads[cell] = (first, shard.won[index, :keep].copy())
+                    heads[cell] = (first, shard.wins[index, :keep].copy())
     return shard.tables(), heads

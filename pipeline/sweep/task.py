@@ -74,10 +74,10 @@ class StopTally:
 
     def add(self, won: np.ndarray) -> None:
         """Add a batch's wins (cells x deals, nonzero: won)."""
-        from pipeline.records import summary
+        from pipeline.records import bits, summary
 
-        words = summary.packed_rows(won)  # 64 deals a word: popcounts, not a pass a byte
-        self.wins += summary.popcount_rows(words)
+        words = bits.packed_rows(won)  # 64 deals a word: popcounts, not a pass a byte
+        self.wins += bits.popcount_rows(words)
         summary.add_word_pair_sums(words, won.shape[1], self.pairs, self.sums)
 
     def __add__(self, other: StopTally) -> StopTally:

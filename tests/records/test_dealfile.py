@@ -23,7 +23,7 @@ import pytest
 
 from pipeline.engine import kernel, rules
 from pipeline.engine.rules import Cell
-from pipeline.records import dealfile, schema
+from pipeline.records import dealfile, parquet_encodings, parquet_format, schema
 from pipeline.store import files
 from pipeline.sweep import config as sweep_config
 
@@ -163,7 +163,7 @@ def test_hundreds_of_distinct_hints_and_equal_fractions(tmp_path):
     assert_read_back(data, reference(SEED, batches, cells), tmp_path)
     # (pyarrow reads a float column's dictionary as values only; the encoder gives its own.)
     levels = np.ones(20_000, dtype=np.uint8)
-    codes, numerators, denominators = dealfile._hint_codes(
+    codes, numerators, denominators = parquet_encodings.fraction_codes(
         results["hint_num"][0], results["hint_den"][0], levels, 20_000
     )
     dictionary = numerators.astype(np.float32) / denominators.astype(np.float32)
@@ -191,12 +191,12 @@ def test_same_results_same_bytes():
 
 def test_thrift_compact_encoding():
     """Field ids by delta (and long form past 15), zigzag varints, and long lists."""
-    assert dealfile._struct((1, "i32", 1)) == bytes([0x15, 0x02, 0x00])
-    assert dealfile._struct((1, "i32", -1), (20, "i64", 300)) == bytes(
+    assert parquet_format.struct((1, "i32", 1)) == bytes([0x15, 0x02, 0x00])
+    assert parquet_format.struct((1, "i32", -1), (20, "i64", 300)) == bytes(
         [0x15, 0x01, 0x06, 0x28, 0xD8, 0x04, 0x00]
     )
-    assert dealfile._struct((1, "bool", True), (2, "bool", False)) == bytes([0x11, 0x12, 0x00])
-    long_list = dealfile._struct((1, "list", ("i32", list(range(16)))))
+    assert parquet_format.struct((1, "bool", True), (2, "bool", False)) == bytes([0x11, 0x12, 0x00])
+    long_list = parquet_format.struct((1, "list", ("i32", list(range(16)))))
     assert long_list[:3] == bytes([0x19, 0xF5, 0x10]) and long_list[-1] == 0
 
 
@@ -217,7 +217,7 @@ def test_delta_encoding_of_any_int64_sequence(spread):
     encoder = dealfile.DealFileEncoder(sink, one_column, {}, {})
     for part in np.array_split(values, [1, 3, 36, 165, 435]):  # blocks whole, short, of one delta
         encoder.write_row_group(
-            [dealfile._integer_chunk(part, len(part), dealfile.INT64)], len(part)
+            [dealfile._integer_chunk(part, len(part), parquet_format.INT64)], len(part)
         )
     encoder.close()
     assert (
@@ -241,8 +241,8 @@ def test_counting_columns_are_encoded_as_if_made(first, period, n):
     """The seed and deal columns are encoded without making them: the bytes of the values
     made and encoded (whose blocks, deltas alone, are shared by every first)."""
     cycle = (np.uint64(first) + np.arange(period, dtype=np.uint64)).astype(np.uint64)
-    made = dealfile._delta_values(cycle, n)
-    assert dealfile._counting_values(first, period, n) == bytes(made)
+    made = parquet_encodings.delta_values(cycle, n)
+    assert parquet_encodings.counting_values(first, period, n) == bytes(made)
 
 
 def test_results_not_as_the_kernel_gives_them_are_refused():

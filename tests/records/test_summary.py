@@ -1,4 +1,4 @@
-"""Tests of the summary records (pipeline/records/summary.py) against the kernel's own arrays.
+"""Tests of the summary records (pipeline/records/summary/) against the kernel's own arrays.
 
 Every table is recomputed here the plain way (numpy over the kernel's (cells, deals)
 arrays, one cell or pair at a time) and compared with `summarise`; per-deal rows in any order
