@@ -29,7 +29,9 @@ from pipeline.engine import layout_input, reference, rules
 from pipeline.records import schema
 
 SEED = 515151
-ROUND_TRIP_DEALS = 400
+# Deals of the every-cell round trip: 96 cells replayed by the reference engine, about 10
+# wins a cell (400 cost 17 CPU-seconds); the engines' deal-by-deal agreement is test_engines'.
+ROUND_TRIP_DEALS = 130
 
 
 def run(*args: str, stdin: str | None = None):
