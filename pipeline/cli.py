@@ -308,15 +308,41 @@ def _finite(ctx, param, value):
     help="Time given to each measurement.",
 )
 @click.option("--json", "as_json", is_flag=True, help="The figures as one JSON object.")
-def bench(seconds, as_json):
-    """Deals per second on one core: the kernel and the reference engine, and their ratio."""
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="cuda: the CUDA kernel on this machine's GPU (the cuda extra).",
+)
+def bench(seconds, as_json, device):
+    """Deals per second on one core: the kernel and the reference engine, and their ratio;
+    with --device cuda, the CUDA kernel's deals per second on the GPU."""
     from pipeline.engine import bench as benchmarks
 
-    figures = benchmarks.engine_figures(seconds)
-    if as_json:
-        click.echo(json.dumps(figures))
-        return
-    click.echo(benchmarks.describe(figures))
+    if device == "cuda":
+        figures, text = gpu_bench(seconds)
+    else:
+        figures = benchmarks.engine_figures(seconds)
+        text = benchmarks.describe(figures)
+    click.echo(json.dumps(figures) if as_json else text)
+
+
+def gpu_bench(seconds: float) -> tuple[dict, str]:
+    """`bench --device cuda`'s figures and text; one line and exit 2 where it cannot run."""
+    from pipeline.engine import bench as benchmarks
+
+    try:
+        from pipeline.engine import gpu
+    except ImportError:
+        raise Failed(
+            ValueError("--device cuda needs numba-cuda, the cuda extra: pip install -e '.[cuda]'")
+        ) from None
+    try:
+        figures = benchmarks.gpu_figures(seconds)
+    except gpu.GpuUnavailable as error:
+        raise Failed(ValueError(f"--device cuda: {error}")) from None
+    return figures, benchmarks.describe_gpu(figures)
 
 
 @cli.command()

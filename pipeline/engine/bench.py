@@ -129,3 +129,55 @@ def describe(figures: dict) -> str:
         f"(median of {figures['rounds']} rounds, middle half {low:.2f}-{high:.2f}x)"
     )
     return "\n".join(lines)
+
+
+def gpu_figures(seconds: float = 3.0) -> dict:
+    """Deals per second the CUDA kernel (`gpu`) plays, the rows copied back to the host as a
+    sweep's are: the best of batches of 0.2-0.4 s for each list of cells, taking turns."""
+    from pipeline.engine import gpu
+
+    problem = gpu.gpu_problem()
+    if problem:
+        raise gpu.GpuUnavailable(problem)
+    lists = {"standard": STANDARD, "one_swap_all": ONE_SWAP_ALL_STRATEGIES}
+    lists["all_cells"] = rules.all_cells()
+    batches = {}
+    for name, cells in lists.items():
+        batch = 1 << 12
+        while True:
+            start = time.perf_counter()
+            gpu.play(1, 0, batch, cells)  # the first call compiles
+            if time.perf_counter() - start >= 0.2 or batch >= 1 << 26:
+                break
+            batch *= 2
+        batches[name] = batch
+    best = dict.fromkeys(lists, 0.0)
+    first, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds * len(lists):
+        for name, cells in lists.items():
+            start = time.perf_counter()
+            gpu.play(1, first, batches[name], cells)
+            best[name] = max(best[name], batches[name] / (time.perf_counter() - start))
+        first += max(batches.values())
+    return {
+        "device": gpu.device_name(),
+        "gpu_standard": best["standard"],
+        "gpu_one_swap_all": best["one_swap_all"],
+        "gpu_all_cells": best["all_cells"],
+        "cells_all": len(lists["all_cells"]),
+        "cells_one_swap_all": len(ONE_SWAP_ALL_STRATEGIES),
+    }
+
+
+def describe_gpu(figures: dict) -> str:
+    rows = [
+        ("standard alone", figures["gpu_standard"]),
+        (
+            f"standard + one_swap x 6 strategies ({figures['cells_one_swap_all']} cells)",
+            figures["gpu_one_swap_all"],
+        ),
+        (f"every cell ({figures['cells_all']} cells)", figures["gpu_all_cells"]),
+    ]
+    lines = [f"deals per second on {figures['device']}, the rows copied back:"]
+    lines += [f"  {name:<62} {rate:>14,.0f}" for name, rate in rows]
+    return "\n".join(lines)

@@ -19,6 +19,8 @@ A config names a sweep and says which deals to play under which rules:
 
     [run]                         # optional
     executor = "ray"              # "ray" (default) or "threads": this process's threads, no Ray
+    device = "cpu"                # "cpu" (default) or "cuda": the CUDA kernel (the cuda extra),
+                                  # built-in strategies only; the same results either way
     lease_wait = 30               # seconds to wait for an S3 output another run holds to be
                                   # free (default: the lease's time; 0: refuse at once)
     strategy_seconds = 60         # how long a strategy of your own may take on one batch of
@@ -59,6 +61,7 @@ from pipeline.sweep.config_keys import (  # noqa: F401 (others read some as conf
     DEFAULT_MAX_RETRIES,
     DEFAULT_SHARD_SIZE,
     DEFAULT_STRATEGY_SECONDS,
+    DEVICES,
     EXECUTORS,
     FLOAT,
     FULL_GRID,
@@ -104,6 +107,7 @@ class SweepConfig:
     source: str = ""
     stop: StopRule | None = None
     executor: str = EXECUTORS[0]
+    device: str = DEVICES[0]
     # Seconds a run waits for its S3 output's lease, held by another run, to lapse (None:
     # the lease's own time, `store.lease.lease_seconds`).
     lease_wait: float | None = None
@@ -121,7 +125,7 @@ class SweepConfig:
             ("record", self.record),
             ("cells", f"{len(labels)}: {shown}"),
             ("stop", self.stop.describe() if self.stop else "none"),
-            ("executor", self.executor),
+            ("executor", self.executor + (f", on {self.device}" if self.device != "cpu" else "")),
             ("output", self.output),
         ]
 
@@ -184,6 +188,8 @@ class SweepConfig:
         options: dict = {}
         if self.executor != EXECUTORS[0]:
             options["executor"] = self.executor
+        if self.device != DEVICES[0]:
+            options["device"] = self.device
         if self.lease_wait is not None:
             options["lease_wait"] = self.lease_wait
         if self.strategy_seconds is not None:
@@ -333,6 +339,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     stop = checked_stop(raw.get("stop"), deals, cells)
     ray.update(checked_ray_counts(ray_raw))
     executor = checked_executor(raw.get("run", {}))
+    device = checked_device(raw.get("run", {}), customs)
     lease_wait = checked_lease_wait(raw.get("run", {}))
     strategy_seconds = checked_strategy_seconds(raw.get("run", {}))
     return SweepConfig(
@@ -349,6 +356,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
         source=source,
         stop=stop,
         executor=executor,
+        device=device,
         lease_wait=lease_wait,
         strategy_seconds=strategy_seconds,
         customs=customs,
@@ -424,6 +432,20 @@ def checked_executor(run_raw: dict) -> str:
             f"run.executor: {echoed(executor)} is not known; allowed: {', '.join(EXECUTORS)}"
         )
     return executor
+
+
+def checked_device(run_raw: dict, customs: tuple[rules.Custom, ...]) -> str:
+    device = checked_str(run_raw, "device", default=DEVICES[0], key_name="run.device")
+    if device not in DEVICES:
+        raise ConfigError(
+            f"run.device: {echoed(device)} is not known; allowed: {', '.join(DEVICES)}"
+        )
+    if device == "cuda" and customs:
+        raise ConfigError(
+            f"run.device: 'cuda' plays the built-in strategies only, and the grid has "
+            f'{echoed(customs[0].name)}, a strategy of your own; use device = "cpu" for it'
+        )
+    return device
 
 
 def checked_lease_wait(run_raw: dict) -> float | None:

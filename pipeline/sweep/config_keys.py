@@ -16,6 +16,9 @@ RECORD_MODES = ("deals", "summary")
 # What plays the shards: Ray's tasks (a local instance or a cluster), or threads of the
 # driver's own process (one machine, no Ray started): the same bytes either way.
 EXECUTORS = ("ray", "threads")
+# What plays the deals: the CPU kernel, or the CUDA kernel (`engine.gpu`, the `cuda` extra):
+# the same bytes either way.
+DEVICES = ("cpu", "cuda")
 URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME_LENGTH = 128  # a name is a directory's (results/<name>): 255 bytes at most, often
@@ -87,6 +90,7 @@ TABLE_KEYS = {
     },
     "run": {
         "executor": (STR, f"one of {', '.join(EXECUTORS)}"),
+        "device": (STR, f"one of {', '.join(DEVICES)}"),
         "lease_wait": (
             FLOAT,
             f"seconds to wait for an S3 output held by another run's lease to be free, from 0 "

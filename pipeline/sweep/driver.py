@@ -23,6 +23,7 @@ from pipeline.engine import rules
 from pipeline.store.layout import LOG_FILE
 from pipeline.store.location import Location
 from pipeline.store.plan import ShardPlan, plan_shards
+from pipeline.sweep import device
 from pipeline.sweep.cleanup import after_play, clean_up, drop_beyond_stop, remove_partial_files
 from pipeline.sweep.cluster import (
     connect,
@@ -177,6 +178,8 @@ class SweepRun:
         self.verbose = False
 
     def run(self, clock: float) -> Outcome:
+        if not self.on_ray or starts_local(self.config, self.address):  # played here
+            device.check_here(self.config)
         try_strategies(self.config)
         self.lock = take_output(self.location, self.config, self.stream)
         interrupted = None
@@ -312,7 +315,10 @@ class SweepRun:
             return
         if self.executor is None:
             num_cpus = self.config.ray.get("num_cpus")
-            self.executor = executor_for(self.on_ray, num_cpus, self.task)
+            gpus = device.gpus_per_task(self.config)
+            self.executor = executor_for(self.on_ray, num_cpus, self.task, gpus)
+            if self.on_ray:
+                device.check_cluster(self.config, self.executor.resources)
         if self.cluster is not None:
             where = f"{self.cluster['cpus']:.0f} CPUs, {len(self.cluster['nodes'])} node(s)"
         else:

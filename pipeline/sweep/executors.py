@@ -109,12 +109,15 @@ class Executor(Protocol):
         """End what it still plays; whether all of it ended."""
 
 
-def executor_for(on_ray: bool, num_cpus: int | None, task=play_shard) -> Executor:
+def executor_for(
+    on_ray: bool, num_cpus: int | None, task=play_shard, gpus: float = 0.0
+) -> Executor:
     """A run's executor: Ray's tasks of ``task`` where it plays on Ray (connected by now),
-    else ``num_cpus`` threads of this process (`threads_for`) playing it, the production
-    task as `write_shard` (a test's task, from faults.py, as it is)."""
+    each asking for ``gpus``, else ``num_cpus`` threads of this process (`threads_for`)
+    playing it, the production task as `write_shard` (a test's task, from faults.py, as it
+    is)."""
     if on_ray:
-        return RayExecutor(task)
+        return RayExecutor(task, gpus)
     return ThreadExecutor(threads_for(num_cpus), write_shard if task is play_shard else task)
 
 
@@ -315,15 +318,17 @@ class RayExecutor:
 
     pieces = True
 
-    def __init__(self, task):
+    def __init__(self, task, gpus: float = 0.0):
         import ray
 
         self._ray = ray
         remote = ray.remote(num_cpus=1, max_retries=0)
-        self._whole = remote(task)
-        self._piece = remote(play_piece)
+        playing = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0) if gpus else remote
+        self._whole = playing(task)
+        self._piece = playing(play_piece)
         self._assemble = remote(assemble_shard)
-        self.cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.resources = ray.cluster_resources()
+        self.cpus = int(self.resources.get("CPU", 1))
         self.node: dict = {}  # its entries name their node themselves
         self._units: dict = {}  # ref -> unit
         self._pieces_of: dict = {}  # a split unit's assembly -> its pieces

@@ -63,6 +63,7 @@ def group_jobs(config: SweepConfig, parts: list[Part]) -> list[dict]:
                 # Tallied whether or not this run has a stop rule: a later run may add one.
                 "tally_pairs": tuple(tally_pairs(cells)),
                 "strategy_seconds": config.strategy_bound,
+                "device": config.device,
             }
         )
     return common

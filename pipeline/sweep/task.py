@@ -115,6 +115,7 @@ class ShardJob:
     earlier: tuple[PlayedGroup, ...] = ()  # the groups before this one, whose wins it reads
     # The bound on a batch of a strategy of the user's (`bounded`); None: unbounded.
     strategy_seconds: float | None = None
+    device: str = "cpu"  # `config.DEVICES`: the kernel that plays it
 
 
 def play_shard(job: ShardJob, after_batch=None) -> ShardEntry:
@@ -304,9 +305,13 @@ _held = threading.local()
 
 def kernel_batch(job: ShardJob, first: int, count: int, into, tallies) -> dict:
     """One batch of the shard played by the kernel (`kernel.play`), a strategy of the user's
-    under the job's bound."""
+    under the job's bound; by the CUDA kernel (`gpu.play`) on that device."""
     from pipeline.engine import bounded, kernel
 
+    if job.device == "cuda":
+        from pipeline.engine import gpu
+
+        return gpu.play(job.seed, first, count, list(job.cells), None, tallies)
     try:
         return kernel.play(
             job.seed, first, count, list(job.cells), into, tallies, job.strategy_seconds

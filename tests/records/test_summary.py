@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.engine import custom, kernel, pairing, rules
+from pipeline.engine import custom, kernel, pairing, row_tallies, rules
 from pipeline.engine.rules import Cell
 from pipeline.records import schema, summary
 
@@ -260,6 +260,21 @@ def test_the_kernel_counts_what_its_rows_say(tables, batches):
     counted = counted_by_the_kernel(CELLS, batches)
     for name in summary.TABLES:
         assert counted[name].equals(tables[name]), name
+
+
+def test_rows_counted_on_the_host_are_what_the_kernel_counts(tables):
+    # `row_tallies`, which counts the CUDA kernel's rows into a summary shard's tallies, on
+    # the CPU kernel's rows of every cell: the tables the kernel's own counting makes.
+    counted = summary.KernelBatches(CELLS)
+    codes = np.array([cell.codes() for cell in CELLS], dtype=np.int64)
+    for b in range(2):
+        tallies = counted.kernel_tallies()
+        rows = kernel.play(SEED, 1000 + b * COUNT // 2, COUNT // 2, CELLS)
+        row_tallies.count(codes, np.stack([rows[name] for name in kernel.RESULT_ROWS]), tallies)
+        counted.add_wins(rows["won"])
+    tables_counted = counted.tables()
+    for name in summary.TABLES:
+        assert tables_counted[name].equals(tables[name]), name
 
 
 def test_the_kernel_counts_strategies_of_your_own_as_their_rows_say():

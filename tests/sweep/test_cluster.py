@@ -61,6 +61,45 @@ def ray_command(*args: str, env: dict) -> None:
     assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
 
 
+PORT_TRIES = 3  # a port found free may be taken before Ray binds it (other Ray instances start)
+
+
+def start_nodes(temp_dir: str, env: dict) -> tuple[int, int]:
+    """The head and a second node, on ports found free: (the head's port, its dashboard's,
+    the job server that `ray job submit` talks to). Each node's agent on a port of its own:
+    another Ray instance on the machine (the suite runs several processes) holds the default
+    one, and `ray job submit` needs the head's agent. A start that lost a port to another
+    process is ended and made again on fresh ports."""
+    common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+    for attempt in range(1, PORT_TRIES + 1):
+        port, dashboard = free_port(), free_port()
+        head = [
+            "start",
+            "--head",
+            f"--port={port}",
+            f"--temp-dir={temp_dir}",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            *common,
+        ]
+        node = [
+            "start",
+            f"--address=127.0.0.1:{port}",
+            f"--dashboard-agent-listen-port={free_port()}",
+        ]
+        try:
+            ray_command(*head, env=env)
+            ray_command(*node, *common, env=env)
+            return port, dashboard
+        except AssertionError as failed:
+            if "address already in use" not in str(failed) or attempt == PORT_TRIES:
+                raise
+            end_processes(temp_dir)
+    raise AssertionError("unreachable")
+
+
 def cluster_temp_dir() -> str:
     return f"/tmp/csc{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
 
@@ -87,31 +126,8 @@ def cluster():
             timeout=60,
             check=True,
         )
-    dashboard = free_port()  # the job server `ray job submit` talks to
     try:
-        common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
-        # Each node's agent on a port of its own: another Ray instance on the machine (the
-        # suite runs two processes) holds the default one, and `ray job submit` needs the
-        # head's agent.
-        ray_command(
-            "start",
-            "--head",
-            f"--port={port}",
-            f"--temp-dir={temp_dir}",
-            "--include-dashboard=true",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            *common,
-            env=env,
-        )
-        ray_command(
-            "start",
-            f"--address=127.0.0.1:{port}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            *common,
-            env=env,
-        )
+        port, dashboard = start_nodes(temp_dir, env)
         env["CLOCKSWEEP_TEST_DASHBOARD"] = f"http://127.0.0.1:{dashboard}"
         yield f"127.0.0.1:{port}", env
     finally:
