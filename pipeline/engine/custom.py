@@ -272,7 +272,7 @@ def compiled(custom: Custom):
         except Exception as error:  # numba's errors are many kinds; the first line says which
             raise CustomError(
                 f"strategy: {custom.spec or custom.name!r}: numba cannot compile "
-                f"{custom.name}: {_numba_reason(error)}"
+                f"{custom.name}: {numba_reason(error)}"
             ) from None
         returns = from_python.nopython_signatures[0].return_type
         if not isinstance(returns, numba.types.Integer):
@@ -302,7 +302,7 @@ def _what_it_returns(custom: Custom, returns) -> str:
     return f"returns {returns}"
 
 
-def _numba_reason(error: Exception) -> str:
+def numba_reason(error: Exception) -> str:
     """The first line of numba's message that says something (it opens with a banner)."""
     for line in str(error).splitlines():
         line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()

@@ -11,6 +11,10 @@ step the same instructions anyway. What a thread holds (the deck, the piles, the
 is a few hundred bytes of local arrays, registers and their spill; no global memory is
 touched per move, only the tables once and the rows at the end.
 
+Strategies of the user's are compiled as device functions (`device_strategy`) into a kernel
+of their own (`kernel_of`): a CUDA kernel cannot be handed functions as the CPU kernel is,
+so each set of them is compiled in (`caller_for`, `kernel_for`).
+
 Without a GPU, numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs this very code on
 the CPU, a thread at a time in Python: the suite compares its rows with `kernel`'s there.
 The simulator computes with NumPy's scalars, so every value here has an explicit type that
@@ -25,21 +29,25 @@ from __future__ import annotations
 
 import threading
 
+import numba
 import numpy as np
 from numba import cuda
 
-from pipeline.engine import deals, row_tallies
+from pipeline.engine import custom, deals, row_tallies, rules
 
 # The kernel's rows and codes, and its Philox: numba-cuda compiles them in afresh (it keeps
 # no cache on disk), so a change there is a change here.
 from pipeline.engine.kernel import (
     BATCH_WIDTH,
     CLOCKWISE,
+    CUSTOM,
     DEPTH_TOP,
+    DIED,
     EXCHANGE,
     FEWEST,
     FINALE_UP,
     M32,
+    MAX_CUSTOM,
     MOST,
     N_BATCHES,
     ONE_SWAP,
@@ -56,6 +64,7 @@ from pipeline.engine.kernel import (
     ROW_STRAY_DEATHS,
     ROW_UNVISITED_AT_THIRD_KING,
     ROW_WON,
+    SEEN_COLUMNS,
     STANDARD,
     STREAM_DEAL,
     STREAM_STRATEGY,
@@ -67,7 +76,10 @@ from pipeline.engine.measures import NO_COUNT, NO_PILE
 from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
 N_ROWS = len(RESULT_ROWS)
-THREADS = 128  # a block's deals
+THREADS = 128  # a block's deals on a GPU
+# Under the simulator, which runs a block's threads as Python threads: 4 keeps its time
+# steady (32 to 128 of them in one process swung a launch's time by up to ten times here).
+SIMULATED_THREADS = 4
 SLOT = PILE_SIZE + 1  # a pile's room in a continuation: one_swap tucks a fifth card under
 
 WORD_LIMIT = np.uint64(deals.WORD_LIMIT - 1)  # 2**32 - 1: 2**32 mod n is (this - n + 1) mod n
@@ -280,9 +292,10 @@ def play_out(piles, taken, upto):
 
 
 @cuda.jit(device=True)
-def record_cell(c, d, codes, seed, deal, block, piles, taken, chain, scratch, out):
+def record_cell(c, d, codes, seed, deal, block, piles, taken, chain, scratch, chosen, out):
     """Deal ``d``'s column of cell ``c``'s rows, from the standard play ``chain`` (turned,
-    death, unvisited, kings at bottom) of the cell's order."""
+    death, unvisited, kings at bottom) of the cell's order; ``chosen``, the pile a strategy
+    of the user's picked (-1: a built-in strategy's, picked here)."""
     turned, death, unvisited, kings = chain[0], chain[1], chain[2], chain[3]
     variant, strategy, finale, top = codes[c, 0], codes[c, 1], codes[c, 2], codes[c, 4] == DEPTH_TOP
     down_at_stop = N_CARDS - turned
@@ -303,7 +316,9 @@ def record_cell(c, d, codes, seed, deal, block, piles, taken, chain, scratch, ou
             if q < N_HOURS and down[q] > 0:
                 eligible += 1
         random_index = strategy_draw(seed, deal, eligible, block) if strategy == RANDOM else 0
-        pile = choose_pile(strategy, variant, top, down, bottom_home, random_index, scratch)
+        pile = chosen
+        if chosen < 0:
+            pile = choose_pile(strategy, variant, top, down, bottom_home, random_index, scratch)
         later, won = continuation(
             variant, top, pile, piles, taken, scratch[6], scratch[3], scratch[7]
         )
@@ -335,39 +350,135 @@ def record_cell(c, d, codes, seed, deal, block, piles, taken, chain, scratch, ou
     out[ROW_UNVISITED_AT_THIRD_KING, c, d] = unvisited
 
 
-@cuda.jit
-def play_deals(seed, first, count, codes, positions, ranges, thresholds, out):
-    """Deal first + i on thread i: its column of ``out`` (rows x cells x deals) for every
-    cell (``codes``: `Cell.codes`, built-in strategies)."""
-    d = cuda.grid(1)
-    if d >= count:
-        return
-    deal = first + np.uint64(d)
-    block = cuda.local.array(5, np.uint64)
-    ranks = cuda.local.array(N_CARDS, np.int32)
-    draws = cuda.local.array(N_CARDS, np.int32)
-    piles = cuda.local.array(N_CARDS, np.int32)
-    taken = cuda.local.array(N_PILES, np.int32)
-    chain = cuda.local.array(4, np.int32)
-    # Rows 0-2: `rescue_wins`'s; 3: next card per pile; 4: down; 5: bottom homes; 6: a
-    # continuation's cards; 7: its piles' ends. (``block`` serves the strategy stream too.)
-    scratch = cuda.local.array((8, N_PILES * SLOT), np.int32)
-    shuffle(seed, deal, ranges, thresholds, ranks, draws, block)
-    for order in range(positions.shape[0]):
-        played = False
-        for c in range(codes.shape[0]):
-            if codes[c, 3] != order:
-                continue
-            if not played:
-                for k in range(N_CARDS):
-                    piles[k] = ranks[positions[order, k]]
-                chain[0], chain[1], chain[2] = standard_chain(piles, taken)
-                kings = 0
-                for q in range(N_HOURS):
-                    kings += piles[q * PILE_SIZE + PILE_SIZE - 1] == KING
-                chain[3] = kings
-                played = True
-            record_cell(c, d, codes, seed, deal, block, piles, taken, chain, scratch, out)
+@cuda.jit(device=True)
+def standard_play(ranks, positions, piles, taken, chain):
+    """The layout of one order (``positions``, `kernel.scheme_tables`) into ``piles``, and
+    its standard play: ``chain`` gets (cards turned, pile of the death, hours unvisited at
+    the third king, kings at the bottom of hour piles)."""
+    for k in range(N_CARDS):
+        piles[k] = ranks[positions[k]]
+    chain[0], chain[1], chain[2] = standard_chain(piles, taken)
+    kings = 0
+    for q in range(N_HOURS):
+        kings += piles[q * PILE_SIZE + PILE_SIZE - 1] == KING
+    chain[3] = kings
+
+
+@cuda.jit(device=True)
+def shown(piles, taken, death, counts, seen, bottoms):
+    """What a strategy of the user's sees at the first death (`rules.SEES`) but ``rand``,
+    into ``counts``, ``seen`` and ``bottoms``."""
+    for q in range(N_PILES):
+        if q < N_HOURS:
+            counts[q] = PILE_SIZE - taken[q]
+        bottoms[q] = piles[q * PILE_SIZE + PILE_SIZE - 1]
+        for r in range(SEEN_COLUMNS):
+            seen[q, r] = 0
+        for t in range(PILE_SIZE):
+            if t < taken[q]:
+                seen[q, piles[q * PILE_SIZE + t]] += 1
+    seen[death, DIED] = 1
+
+
+@cuda.jit(device=True)
+def no_strategy(counts, seen, bottoms, rand):
+    """What fills the strategies a kernel does not play: never called."""
+    return 0
+
+
+def caller_for(strategies: tuple):
+    """A device function ``hour_of(k, counts, seen, bottoms, rand)`` that calls the k-th of
+    ``strategies`` (MAX_CUSTOM device functions of (counts, seen, bottoms, rand) -> hour,
+    `device_strategy`; `no_strategy` where unused): a kernel is compiled with its device
+    functions, not given them, so each set of strategies has a caller and a kernel."""
+    s0, s1, s2, s3, s4, s5, s6, s7 = strategies
+
+    @cuda.jit(device=True)
+    def hour_of(k, counts, seen, bottoms, rand):
+        if k == 0:
+            return s0(counts, seen, bottoms, rand)
+        if k == 1:
+            return s1(counts, seen, bottoms, rand)
+        if k == 2:
+            return s2(counts, seen, bottoms, rand)
+        if k == 3:
+            return s3(counts, seen, bottoms, rand)
+        if k == 4:
+            return s4(counts, seen, bottoms, rand)
+        if k == 5:
+            return s5(counts, seen, bottoms, rand)
+        if k == 6:
+            return s6(counts, seen, bottoms, rand)
+        return s7(counts, seen, bottoms, rand)
+
+    return hour_of
+
+
+def kernel_for(hour_of):
+    """The CUDA kernel whose strategies CUSTOM + k are ``hour_of``'s k-th (`caller_for`)."""
+
+    @cuda.jit
+    def play_deals(
+        seed,
+        first,
+        count,
+        codes,
+        positions,
+        ranges,
+        thresholds,
+        rand_interval,
+        rand_values,
+        out,
+        failed,
+    ):
+        """Deal first + i on thread i: its column of ``out`` (rows x cells x deals) for
+        every cell (``codes``: `Cell.codes`, the user's strategies CUSTOM + k). A strategy
+        of the user's that names no pile holding cards lowers ``failed[k]`` to the deal."""
+        d = cuda.grid(1)
+        if d >= count:
+            return
+        deal = first + np.uint64(d)
+        block = cuda.local.array(5, np.uint64)
+        ranks = cuda.local.array(N_CARDS, np.int32)
+        draws = cuda.local.array(N_CARDS, np.int32)
+        piles = cuda.local.array(N_CARDS, np.int32)
+        taken = cuda.local.array(N_PILES, np.int32)
+        chain = cuda.local.array(4, np.int32)
+        # Rows 0-2: `rescue_wins`'s; 3: next card per pile; 4: down; 5: bottom homes; 6: a
+        # continuation's cards; 7: its piles' ends. (``block`` serves the strategy stream.)
+        scratch = cuda.local.array((8, N_PILES * SLOT), np.int32)
+        counts = cuda.local.array(N_HOURS, np.int64)
+        seen = cuda.local.array((N_PILES, SEEN_COLUMNS), np.int64)
+        bottoms = cuda.local.array(N_PILES, np.int64)
+        shuffle(seed, deal, ranges, thresholds, ranks, draws, block)
+        for order in range(positions.shape[0]):
+            played = False
+            for c in range(codes.shape[0]):
+                if codes[c, 3] != order:
+                    continue
+                if not played:
+                    standard_play(ranks, positions[order], piles, taken, chain)
+                    played = True
+                chosen = -1
+                k = codes[c, 1] - CUSTOM
+                if k >= 0 and chain[0] < N_CARDS:
+                    shown(piles, taken, chain[1], counts, seen, bottoms)
+                    draw = strategy_draw(seed, deal, rand_interval.shape[0], block)
+                    hour = hour_of(k, counts, seen, bottoms, rand_values[rand_interval[draw]])
+                    if hour < 1 or hour > N_HOURS or taken[hour - 1] == PILE_SIZE:
+                        cuda.atomic.min(failed, k, d)
+                        return
+                    chosen = hour - 1
+                record_cell(
+                    c, d, codes, seed, deal, block, piles, taken, chain, scratch, chosen, out
+                )
+
+    return play_deals
+
+
+BUILT_INS = kernel_for(
+    caller_for((no_strategy,) * MAX_CUSTOM)
+)  # the kernel of the built-in strategies
 
 
 class GpuUnavailable(RuntimeError):
@@ -407,11 +518,35 @@ def device_tables() -> tuple:
     from pipeline.engine import kernel
 
     if "tables" not in _tables:
-        positions, ranges, thresholds, _, _ = kernel.TABLES
-        _tables["tables"] = tuple(
-            cuda.to_device(np.ascontiguousarray(a)) for a in (positions, ranges, thresholds)
-        )
+        _tables["tables"] = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in kernel.TABLES)
     return _tables["tables"]
+
+
+def device_strategy(strategy: rules.Custom):
+    """A strategy of the user's compiled for the device (its Python function, `custom`),
+    behind a wrapper of one signature for all: (counts, seen, bottoms, rand) -> hour."""
+    user = cuda.jit(device=True)(custom.python_function(strategy))
+    text = (
+        f"def strategy(counts, seen, bottoms, rand):\n    return user({', '.join(strategy.sees)})\n"
+    )
+    namespace = {"user": user}
+    exec(text, namespace)
+    return cuda.jit(device=True)(namespace["strategy"])
+
+
+_kernels: dict[tuple, object] = {}
+
+
+def kernel_of(mine: list[rules.Custom]):
+    """The kernel that plays the strategies of the user's ``mine`` (made once for each)."""
+    if not mine:
+        return BUILT_INS
+    key = tuple(mine)
+    if key not in _kernels:
+        strategies = tuple(device_strategy(strategy) for strategy in mine)
+        padded = strategies + (no_strategy,) * (MAX_CUSTOM - len(mine))
+        _kernels[key] = kernel_for(caller_for(padded))
+    return _kernels[key]
 
 
 def play(
@@ -424,40 +559,75 @@ def play(
     strategy_seconds: float | None = None,
 ) -> dict[str, np.ndarray]:
     """`kernel.play` on the GPU: the same result arrays by field, for the same deals; with
-    ``tallies`` the records are counted into them on the host (`row_tallies`). ``into`` and
-    ``strategy_seconds`` are accepted for the same call and not needed: the rows come back
-    into a fresh host array, and no strategy of the user's plays here."""
-    del into, strategy_seconds
+    ``tallies`` the records are counted into them on the host (`row_tallies`). ``into`` is
+    accepted for the same call and not needed: the rows come back into a fresh host array.
+    With ``strategy_seconds``, a call that plays a strategy of the user's ends within that
+    bound or raises `bounded.StrategyTimeout`."""
+    from pipeline.engine import kernel
+
+    del into
     deals.check_u64("seed", seed)
     deals.check_u64("deal", first)
     if count and first + count - 1 >= deals.UINT64_LIMIT:
         raise ValueError("deal: the range runs past 2**64 - 1")
-    mine = [cell.custom.name for cell in cells if cell.custom is not None]
-    if mine:
-        raise GpuUnavailable(
-            f"strategy: {mine[0]!r} is a strategy of your own, which the CUDA kernel does not "
-            'play; use device = "cpu" for it'
-        )
+    mine = kernel.custom_slots(cells)
     codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
+    for c, cell in enumerate(cells):
+        if cell.custom is not None:
+            codes[c, 1] = CUSTOM + mine.index(cell.custom)
     rows = np.empty((N_ROWS, len(cells), count), dtype=np.int8)
+    failed = np.full(MAX_CUSTOM, count, dtype=np.int64)
     with _launching:
         problem = gpu_problem()
         if problem:
             raise GpuUnavailable(problem)
         if count:
-            launch(seed, first, codes, rows)
+            arguments = (kernel_of(mine), seed, first, codes, rows, failed)
+            launched(mine, cells, arguments, strategy_seconds)
+    if (failed < count).any():  # the CPU kernel's own error for the first such deal
+        k = int(np.argmin(failed))
+        deal = first + int(failed[k])
+        kernel.play(seed, deal, 1, [cell for cell in cells if cell.custom == mine[k]])
+        raise rules.strategy_error(
+            mine[k].name, deal, "?", "compiled for the GPU it names no pile holding cards"
+        )
     if tallies is not None:
         row_tallies.count(codes, rows, tallies)
     return dict(zip(RESULT_ROWS, rows))
 
 
-def launch(seed: int, first: int, codes: np.ndarray, rows: np.ndarray) -> None:
-    """`play_deals` over ``rows``' deals, a block of THREADS at a time, into ``rows``."""
+def launched(mine: list[rules.Custom], cells, arguments: tuple, seconds: float | None) -> None:
+    """`launch` of ``arguments``, under the bound where it plays strategies of the user's;
+    what they raise (the simulator runs them as Python) or cannot compile, in one line."""
+    from pipeline.engine import bounded, kernel
+
+    try:
+        if not mine or seconds is None:
+            launch(*arguments)
+        elif not bounded.within(seconds, launch, arguments):
+            names = " or ".join(repr(strategy.name) for strategy in mine)
+            raise bounded.overdue(names, f"the deals from {arguments[2]}", seconds)
+    except rules.StrategyError:
+        raise
+    except Exception as error:
+        if not mine:
+            raise
+        _, seed, first, _, rows, _ = arguments
+        kernel.play(seed, first, rows.shape[2], cells)  # raises the deal's own error, if any
+        raise custom.CustomError(
+            f"strategy: {' or '.join(repr(s.spec or s.name) for s in mine)}: numba-cuda cannot "
+            f"compile it for the GPU: {custom.numba_reason(error)}"
+        ) from None
+
+
+def launch(play_deals, seed: int, first: int, codes: np.ndarray, rows, failed) -> None:
+    """``play_deals`` over ``rows``' deals, a block of THREADS at a time, into ``rows``."""
     count = rows.shape[2]
     on_device = cuda.device_array(rows.shape, dtype=np.int8)
-    positions, ranges, thresholds = device_tables()
-    blocks = -(-count // THREADS)
-    play_deals[blocks, THREADS](
+    on_device_failed = cuda.to_device(failed)
+    positions, ranges, thresholds, rand_interval, rand_values = device_tables()
+    threads = SIMULATED_THREADS if numba.config.ENABLE_CUDASIM else THREADS
+    play_deals[-(-count // threads), threads](
         np.uint64(seed),
         np.uint64(first),
         count,
@@ -465,6 +635,10 @@ def launch(seed: int, first: int, codes: np.ndarray, rows: np.ndarray) -> None:
         positions,
         ranges,
         thresholds,
+        rand_interval,
+        rand_values,
         on_device,
+        on_device_failed,
     )
     on_device.copy_to_host(rows)
+    on_device_failed.copy_to_host(failed)

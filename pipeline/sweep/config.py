@@ -19,8 +19,8 @@ A config names a sweep and says which deals to play under which rules:
 
     [run]                         # optional
     executor = "ray"              # "ray" (default) or "threads": this process's threads, no Ray
-    device = "cpu"                # "cpu" (default) or "cuda": the CUDA kernel (the cuda extra),
-                                  # built-in strategies only; the same results either way
+    device = "cpu"                # "cpu" (default) or "cuda": the CUDA kernel (the cuda extra);
+                                  # the same results either way
     lease_wait = 30               # seconds to wait for an S3 output another run holds to be
                                   # free (default: the lease's time; 0: refuse at once)
     strategy_seconds = 60         # how long a strategy of your own may take on one batch of
@@ -339,7 +339,7 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     stop = checked_stop(raw.get("stop"), deals, cells)
     ray.update(checked_ray_counts(ray_raw))
     executor = checked_executor(raw.get("run", {}))
-    device = checked_device(raw.get("run", {}), customs)
+    device = checked_device(raw.get("run", {}))
     lease_wait = checked_lease_wait(raw.get("run", {}))
     strategy_seconds = checked_strategy_seconds(raw.get("run", {}))
     return SweepConfig(
@@ -434,16 +434,11 @@ def checked_executor(run_raw: dict) -> str:
     return executor
 
 
-def checked_device(run_raw: dict, customs: tuple[rules.Custom, ...]) -> str:
+def checked_device(run_raw: dict) -> str:
     device = checked_str(run_raw, "device", default=DEVICES[0], key_name="run.device")
     if device not in DEVICES:
         raise ConfigError(
             f"run.device: {echoed(device)} is not known; allowed: {', '.join(DEVICES)}"
-        )
-    if device == "cuda" and customs:
-        raise ConfigError(
-            f"run.device: 'cuda' plays the built-in strategies only, and the grid has "
-            f'{echoed(customs[0].name)}, a strategy of your own; use device = "cpu" for it'
         )
     return device
 

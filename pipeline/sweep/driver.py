@@ -135,16 +135,25 @@ def run(
 TRIED_DEALS = 64
 
 
-def try_strategies(config: SweepConfig) -> None:
+def try_strategies(config: SweepConfig, on_gpu: bool = False) -> None:
     """Each strategy of the user's played on the sweep's first deals under its bound, before
     anything is written: one that does not return in time, or breaks the rules, stops the
-    run here, in one line (`rules.StrategyError`), not in its first shard."""
+    run here, in one line (`rules.StrategyError`), not in its first shard. ``on_gpu``: by
+    the CUDA kernel too, which compiles it for the device (`custom.CustomError` if it
+    cannot)."""
     from pipeline.engine import bounded, kernel
 
+    engines = [kernel]
+    if on_gpu:
+        from pipeline.engine import gpu
+
+        engines.append(gpu)
     first_cells = {cell.custom: cell for cell in reversed(config.cells) if cell.custom}
-    for cell in reversed(first_cells.values()):
+    for cell, engine in (
+        (cell, engine) for cell in reversed(first_cells.values()) for engine in engines
+    ):
         try:
-            kernel.play(
+            engine.play(
                 config.seed,
                 config.first,
                 min(TRIED_DEALS, config.deals),
@@ -178,9 +187,10 @@ class SweepRun:
         self.verbose = False
 
     def run(self, clock: float) -> Outcome:
-        if not self.on_ray or starts_local(self.config, self.address):  # played here
+        here = not self.on_ray or starts_local(self.config, self.address)  # played here
+        if here:
             device.check_here(self.config)
-        try_strategies(self.config)
+        try_strategies(self.config, on_gpu=here and self.config.device == "cuda")
         self.lock = take_output(self.location, self.config, self.stream)
         interrupted = None
         try:

@@ -85,7 +85,53 @@ def test_the_cuda_kernel_plays_the_cpu_kernels_rows(seed, first, count):
     assert said["cells"] == 96 and said["differ"] == {}
 
 
-SWEEP = """
+# Strategies of your own on both kernels: rows for every thing a strategy may see (counts,
+# seen, bottoms, rand), then the error of each that breaks the rules, as each kernel says it.
+MINE = Path(__file__).parent / "more_strategies.py"
+COMPARE_MINE = f"""
+import json
+import numpy as np
+from pipeline.engine import custom, gpu, kernel, rules
+names = ["least_seen", "died_at_centre", "no_king_below", "coin_among_most"]
+mine = [custom.read("{MINE}:" + name) for name in names]
+grid = {{**rules.AXES, "variant": rules.RESCUE_VARIANTS, "finale": ("up",), "strategy": ("most", *names)}}
+cells = rules.expand(grid, tuple(mine))
+on_gpu, on_cpu = gpu.play(7, 1200, 300, cells), kernel.play(7, 1200, 300, cells)
+differ = {{
+    name: [cells[c].label, int(d)]
+    for name in kernel.RESULT_ROWS
+    for c, d in np.argwhere(on_gpu[name] != on_cpu[name])[:1]
+}}
+errors = {{}}
+for name in ("raises_on_three", "empty_hour", "past_twelve"):
+    cell = rules.Cell("one_swap", name, custom=custom.read("{MINE}:" + name))
+    for engine in (kernel, gpu):
+        try:
+            engine.play(7, 0, 2000, [cell])
+        except rules.StrategyError as error:
+            errors.setdefault(name, []).append(str(error))
+print(json.dumps({{"cells": len(cells), "differ": differ, "errors": errors}}))
+"""
+
+
+def test_strategies_of_your_own_play_on_the_gpu_as_on_the_cpu():
+    done = subprocess.run(
+        [sys.executable, "-c", COMPARE_MINE],
+        env=SIMULATED,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.splitlines()[-1])
+    # (watch, one_swap, exchange at each of 2 depths) x 5 strategies x 2 orders
+    assert said["cells"] == 4 * 5 * 2 and said["differ"] == {}
+    assert set(said["errors"]) == {"raises_on_three", "empty_hour", "past_twelve"}
+    for name, (on_cpu, on_gpu) in said["errors"].items():
+        assert on_gpu == on_cpu and name in on_cpu and "on deal" in on_cpu
+
+
+SWEEP = f"""
 name = "on-the-gpu"
 seed = 5
 deals = 600
@@ -96,6 +142,7 @@ variant = ["standard", "watch", "one_swap", "exchange", "play_out"]
 finale = ["down", "up"]
 order = ["round-robin", "packets"]
 depth = ["bottom", "top"]
+strategy = ["clockwise", "random", "most", "fewest", "informed", "oracle", "{MINE}:least_seen"]
 
 [run]
 executor = "threads"
@@ -110,7 +157,8 @@ def shard_digests(out: Path) -> list[str]:
 @pytest.mark.parametrize("record", ["deals", "summary"])
 def test_a_sweep_on_cuda_writes_the_cpu_sweeps_bytes(tmp_path, record):
     # Two threads, each launching the kernel (the simulator's launches one at a time), two
-    # shards; the run records its device, and its files are the CPU run's.
+    # shards, every cell and a strategy of your own (tried on both kernels first); the run
+    # records its device, and its files are the CPU run's.
     config = config_file(tmp_path, SWEEP)
     on_cpu, on_gpu = tmp_path / "cpu", tmp_path / "gpu"
     assert sweep_cli(config, on_cpu, f"record={record}").exit_code == 0
