@@ -81,6 +81,8 @@ THREADS = 128  # a block's deals on a GPU
 # steady (32 to 128 of them in one process swung a launch's time by up to ten times here).
 SIMULATED_THREADS = 4
 SLOT = PILE_SIZE + 1  # a pile's room in a continuation: one_swap tucks a fifth card under
+SCRATCH_WIDTH = N_PILES * SLOT  # a global, which numba reads as a constant (a local array's
+# shape must be one)
 
 WORD_LIMIT = np.uint64(deals.WORD_LIMIT - 1)  # 2**32 - 1: 2**32 mod n is (this - n + 1) mod n
 
@@ -446,7 +448,7 @@ def kernel_for(hour_of):
         chain = cuda.local.array(4, np.int32)
         # Rows 0-2: `rescue_wins`'s; 3: next card per pile; 4: down; 5: bottom homes; 6: a
         # continuation's cards; 7: its piles' ends. (``block`` serves the strategy stream.)
-        scratch = cuda.local.array((8, N_PILES * SLOT), np.int32)
+        scratch = cuda.local.array((8, SCRATCH_WIDTH), np.int32)
         counts = cuda.local.array(N_HOURS, np.int64)
         seen = cuda.local.array((N_PILES, SEEN_COLUMNS), np.int64)
         bottoms = cuda.local.array(N_PILES, np.int64)
