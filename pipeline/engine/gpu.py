@@ -568,15 +568,7 @@ def play(
     from pipeline.engine import kernel
 
     del into
-    deals.check_u64("seed", seed)
-    deals.check_u64("deal", first)
-    if count and first + count - 1 >= deals.UINT64_LIMIT:
-        raise ValueError("deal: the range runs past 2**64 - 1")
-    mine = kernel.custom_slots(cells)
-    codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
-    for c, cell in enumerate(cells):
-        if cell.custom is not None:
-            codes[c, 1] = CUSTOM + mine.index(cell.custom)
+    codes, mine = kernel.call_codes(seed, first, count, cells)
     rows = np.empty((N_ROWS, len(cells), count), dtype=np.int8)
     failed = np.full(MAX_CUSTOM, count, dtype=np.int64)
     with _launching:

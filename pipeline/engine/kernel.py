@@ -856,15 +856,7 @@ def play(
     With ``strategy_seconds``, a call that plays a strategy of the user's ends within that
     bound or raises `bounded.StrategyTimeout` (`bounded`).
     """
-    deals.check_u64("seed", seed)
-    deals.check_u64("deal", first)
-    if count and first + count - 1 >= deals.UINT64_LIMIT:
-        raise ValueError("deal: the range runs past 2**64 - 1")
-    codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
-    mine = custom_slots(cells)
-    for c, cell in enumerate(cells):
-        if cell.custom is not None:
-            codes[c, 1] = CUSTOM + mine.index(cell.custom)
+    codes, mine = call_codes(seed, first, count, cells)
     fields = 1 if tallies is not None else len(RESULT_ROWS)
     out = results_array((fields, len(cells), count), into, filled=tallies is None)
     errors = np.full(5, -1, dtype=np.int64)
@@ -892,6 +884,22 @@ def play(
     if errors[0] >= 0:
         raise strategy_failure(seed, first + int(errors[0]), mine[errors[1]], cells, int(errors[2]))
     return dict(zip(RESULT_ROWS, out))
+
+
+def call_codes(seed: int, first: int, count: int, cells: list[Cell]):
+    """A call's cell codes (`Cell.codes`, a strategy of the user's CUSTOM + its place) and
+    its strategies of the user's (`custom_slots`), the deal range checked: what `play` and
+    the CUDA kernel's (`gpu.play`) are given."""
+    deals.check_u64("seed", seed)
+    deals.check_u64("deal", first)
+    if count and first + count - 1 >= deals.UINT64_LIMIT:
+        raise ValueError("deal: the range runs past 2**64 - 1")
+    codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
+    mine = custom_slots(cells)
+    for c, cell in enumerate(cells):
+        if cell.custom is not None:
+            codes[c, 1] = CUSTOM + mine.index(cell.custom)
+    return codes, mine
 
 
 def results_array(shape: tuple[int, ...], into: np.ndarray | None, filled: bool) -> np.ndarray:

@@ -338,8 +338,8 @@ def from_dict(raw: dict, source: str = "") -> SweepConfig:
     ray = checked_address(ray_raw)  # named before the stop rule, its counts after
     stop = checked_stop(raw.get("stop"), deals, cells)
     ray.update(checked_ray_counts(ray_raw))
-    executor = checked_executor(raw.get("run", {}))
-    device = checked_device(raw.get("run", {}))
+    executor = checked_run_choice(raw.get("run", {}), "executor", EXECUTORS)
+    device = checked_run_choice(raw.get("run", {}), "device", DEVICES)
     lease_wait = checked_lease_wait(raw.get("run", {}))
     strategy_seconds = checked_strategy_seconds(raw.get("run", {}))
     return SweepConfig(
@@ -425,22 +425,12 @@ def checked_ray_counts(ray_raw: dict) -> dict:
     return ray
 
 
-def checked_executor(run_raw: dict) -> str:
-    executor = checked_str(run_raw, "executor", default=EXECUTORS[0], key_name="run.executor")
-    if executor not in EXECUTORS:
-        raise ConfigError(
-            f"run.executor: {echoed(executor)} is not known; allowed: {', '.join(EXECUTORS)}"
-        )
-    return executor
-
-
-def checked_device(run_raw: dict) -> str:
-    device = checked_str(run_raw, "device", default=DEVICES[0], key_name="run.device")
-    if device not in DEVICES:
-        raise ConfigError(
-            f"run.device: {echoed(device)} is not known; allowed: {', '.join(DEVICES)}"
-        )
-    return device
+def checked_run_choice(run_raw: dict, key: str, allowed: tuple[str, ...]) -> str:
+    """A ``[run]`` key that names one of ``allowed`` (the first its default)."""
+    value = checked_str(run_raw, key, default=allowed[0], key_name=f"run.{key}")
+    if value not in allowed:
+        raise ConfigError(f"run.{key}: {echoed(value)} is not known; allowed: {', '.join(allowed)}")
+    return value
 
 
 def checked_lease_wait(run_raw: dict) -> float | None:
