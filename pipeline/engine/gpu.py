@@ -33,7 +33,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from pipeline.engine import custom, deals, row_tallies, rules
+from pipeline.engine import calls, custom, deals, row_tallies, rules
 
 # The kernel's rows and codes, and its Philox: numba-cuda compiles them in afresh (it keeps
 # no cache on disk), so a change there is a change here.
@@ -568,7 +568,7 @@ def play(
     from pipeline.engine import kernel
 
     del into
-    codes, mine = kernel.call_codes(seed, first, count, cells)
+    codes, mine = calls.call_codes(seed, first, count, cells)
     rows = np.empty((N_ROWS, len(cells), count), dtype=np.int8)
     failed = np.full(MAX_CUSTOM, count, dtype=np.int64)
     with _launching:

@@ -40,6 +40,7 @@ import numpy as np
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from pipeline.engine import bounded, custom, deals, rules
+from pipeline.engine.calls import call_codes
 from pipeline.engine.record import NO_COUNT, NO_PILE, Tallies
 from pipeline.engine.rules import CENTRE, KING, N_CARDS, N_HOURS, N_PILES, PILE_SIZE, Cell
 
@@ -886,22 +887,6 @@ def play(
     return dict(zip(RESULT_ROWS, out))
 
 
-def call_codes(seed: int, first: int, count: int, cells: list[Cell]):
-    """A call's cell codes (`Cell.codes`, a strategy of the user's CUSTOM + its place) and
-    its strategies of the user's (`custom_slots`), the deal range checked: what `play` and
-    the CUDA kernel's (`gpu.play`) are given."""
-    deals.check_u64("seed", seed)
-    deals.check_u64("deal", first)
-    if count and first + count - 1 >= deals.UINT64_LIMIT:
-        raise ValueError("deal: the range runs past 2**64 - 1")
-    codes = np.array([cell.codes() for cell in cells], dtype=np.int64).reshape(-1, 5)
-    mine = custom_slots(cells)
-    for c, cell in enumerate(cells):
-        if cell.custom is not None:
-            codes[c, 1] = CUSTOM + mine.index(cell.custom)
-    return codes, mine
-
-
 def results_array(shape: tuple[int, ...], into: np.ndarray | None, filled: bool) -> np.ndarray:
     """The int8 array `play_cells` writes: ``into`` if given (checked), else a new one; if
     ``filled``, with what the kernel does not write (it writes only what varies: zero is
@@ -919,16 +904,6 @@ def results_array(shape: tuple[int, ...], into: np.ndarray | None, filled: bool)
         out[ROW_RESTARTS] = NO_COUNT
         out[ROW_STRAY_DEATHS] = NO_COUNT
     return out
-
-
-def custom_slots(cells: list[Cell]) -> list[rules.Custom]:
-    """The strategies of the user's among ``cells``, each once, in the order they come."""
-    mine = list(dict.fromkeys(cell.custom for cell in cells if cell.custom is not None))
-    if len(mine) > MAX_CUSTOM:
-        raise ValueError(
-            f"strategy: {len(mine)} strategies of your own in one play; at most {MAX_CUSTOM}"
-        )
-    return mine
 
 
 def user_functions(mine: list[rules.Custom]) -> tuple[tuple | None, np.ndarray]:
