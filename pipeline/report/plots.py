@@ -68,23 +68,64 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+ROW_SLOTS = 16  # strategy slots a row of the win-rate plot holds: 1280 px wide, readable
+
+
 def win_rates(cells: list[dict]) -> bytes | None:
     """Win rate with its interval (at `stats.CONFIDENCE`) per strategy, a group per rescue
-    rule; exact values marked.
+    rule; exact values marked. The groups wrap into rows of at most ROW_SLOTS strategies,
+    so that the plot is about 1,000 px wide and its labels readable where a page shows it
+    at 1280 px (one row of every group was 1,670 px, scaled down to a blur).
 
-    One axes, the rules side by side: six panels sharing a y axis drew the same look with six
-    times the ticks and axes, half the drawing time.
+    A row is one axes, its rules side by side: six panels sharing a y axis drew the same look
+    with six times the ticks and axes, half the drawing time.
     """
     groups = _rule_groups(cells)
     if not groups:
         return None
-    slots = sum(len(names) for _, _, names in groups) + len(groups) - 1  # a gap between groups
-    width = max(5.0, 0.5 * slots + 1.2)
-    fig, ax = _figure(width, 4.8, left=0.75, bottom=4.8 * 0.26, top=4.8 * 0.12)
+    rows = _wrapped(groups)
+    slots = max(_slots(row) for row in rows)
+    width, row_height = max(5.0, 0.5 * slots + 1.4), 3.4
+    height = row_height * len(rows) + 1.3
+    fig, axes = _pyplot().subplots(
+        len(rows), 1, figsize=(width, height), sharey=True, squeeze=False
+    )
+    fig.subplots_adjust(
+        left=0.95 / width,
+        right=1 - 0.15 / width,
+        bottom=1.15 / height,
+        top=1 - 0.55 / height,
+        hspace=1.0 / row_height,
+    )
     series = sorted(
         {(c["finale"], c["order"]) for c in cells},
         key=lambda s: (rules.FINALES.index(s[0]), rules.ORDERS.index(s[1])),
     )
+    for ax, row in zip(axes[:, 0], rows):
+        _draw_row(ax, row, series, slots)
+        ax.set_ylabel(f"win rate ({stats.LEVEL} Wilson;\nbar = exact)", fontsize=9)
+    _legend_once(fig, axes[0, 0])
+    fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
+    return _png(fig)
+
+
+def _slots(groups: list) -> int:
+    """The slots a row of ``groups`` takes: a strategy each, a gap between groups."""
+    return sum(len(names) for _, _, names in groups) + len(groups) - 1
+
+
+def _wrapped(groups: list) -> list[list]:
+    """``groups`` in rows of at most ROW_SLOTS slots (a group larger than that alone)."""
+    rows: list[list] = [[]]
+    for group in groups:
+        if rows[-1] and _slots(rows[-1] + [group]) > ROW_SLOTS:
+            rows.append([])
+        rows[-1].append(group)
+    return rows
+
+
+def _draw_row(ax, groups: list, series: list, slots: int) -> None:
+    """One row's groups on ``ax``, ``slots`` wide (the widest row's, so that rows align)."""
     ticks, tick_labels, start = [], [], 0
     for title, rows, names in groups:
         for k, (finale, order) in enumerate(series):
@@ -105,13 +146,9 @@ def win_rates(cells: list[dict]) -> bytes | None:
         start += len(names) + 1
     ax.set_xlim(-0.6, slots - 0.4)
     ax.set_xticks(ticks)
-    ax.set_xticklabels(tick_labels, rotation=45, ha="right", fontsize=8)
+    ax.set_xticklabels(tick_labels, rotation=30, ha="right", fontsize=9)
     ax.axhline(1 / 13, color="grey", lw=0.6, ls=":")
     ax.grid(axis="y", alpha=0.3)
-    ax.set_ylabel(f"win rate ({stats.LEVEL} Wilson interval; bar = exact)")
-    _legend_once(fig, ax)
-    fig.suptitle("Win rate per cell (dotted line: 1/13)", fontsize=10)
-    return _png(fig)
 
 
 def _rule_groups(cells: list[dict]) -> list[tuple[str, list[dict], list]]:
