@@ -51,13 +51,16 @@ def document_blocks(doc: dict, images: list[tuple[str, str, bytes]]) -> list[tup
     )
     blocks += [("p", line) for line in laws_disagree_lines(doc)]
     blocks += _stopping_blocks(doc, image)
-    blocks += _claims_blocks(doc, image)
+    # The user's questions first: which strategy wins, are the pages' claims right; then
+    # the plots; each claim's detail after them.
     blocks += _best_strategies_blocks(doc, image)
+    blocks += _claims_blocks(doc, image)
     blocks += _own_strategies_blocks(doc, image)
     blocks += _win_rates_blocks(doc, image)
     blocks += _comparisons_blocks(doc, image)
     blocks += _distributions_blocks(doc, image)
     blocks += _hint_calibration_blocks(doc, image)
+    blocks += _claim_detail_blocks(doc, image)
     blocks += _provenance_blocks(doc, image)
     blocks += _notes_blocks(doc, image)
     return blocks
@@ -135,8 +138,9 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
         (
             "p",
             "Each claim (docs/claims.md), measured on this sweep. "
-            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict. "
-            "A claim the sweep's cells cannot answer is not measured, and says what it needs.",
+            f"Intervals are {stats.CLAIM_LEVEL}; the rule under each claim decides its verdict "
+            "(each claim's rule and measure: Claims in detail, below the plots). A claim the "
+            "sweep's cells cannot answer is not measured, and says what it needs.",
         )
     )
     blocks.append(
@@ -145,7 +149,7 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
             ["claim", "source", "verdict", "figure", f"{stats.CLAIM_LEVEL} interval"],
             [
                 [
-                    c["id"],
+                    c["claim"],
                     c["source"],
                     c["verdict"].upper(),
                     c["figure_text"] or "-",
@@ -155,6 +159,12 @@ def _claims_blocks(doc: dict, image: dict) -> list[tuple]:
             ],
         )
     )
+    return blocks
+
+
+def _claim_detail_blocks(doc: dict, image: dict) -> list[tuple]:
+    """Each claim's rule, basis, exact value and detail, under its id."""
+    blocks: list[tuple] = [("h2", "Claims in detail")] if doc["claims"] else []
     for c in doc["claims"]:
         items = [
             f"Claim: {c['claim']}",
